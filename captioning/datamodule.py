@@ -1,0 +1,164 @@
+"""The captioning LightningDataModule: dataset splits -> batches of cached features or images, plus captions.
+
+It serves the model it is trained with: the vocabulary is the model's when the model already has one (a
+checkpoint), otherwise it is built from the training captions; the encoder is the model's, and when it is
+frozen its grids come from the feature cache, computed once per (dataset, split, encoder, resolution).
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from pathlib import Path
+
+import lightning as L
+from torch.utils.data import DataLoader
+
+from captioning.batches import CachedInputs, CaptionPairs, EvaluationImages, ImageFiles, ImageInputs, pad_batch
+from captioning.encoder import Encoder
+from captioning.features import FeatureCache
+from data.captions import CaptionDataset, CaptionSample
+from data.images import load_image
+from data.vocabulary import Vocabulary
+
+log = logging.getLogger(__name__)
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
+
+
+class CaptionDataModule(L.LightningDataModule):
+    """Batches for captioning.
+
+    Args:
+        dataset: where the images and captions come from (ShapesWorld, Karpathy JSON, COCO).
+        batch_size: training batch size ((image, caption) pairs).
+        eval_batch_size: images per validation/test/predict batch.
+        num_workers: DataLoader worker processes.
+        min_word_count: words seen fewer times in the training captions become <unk>.
+        max_caption_length: training captions are cut to this many words.
+        cache_dir: where feature caches are stored.
+        predict_path: an image file or a folder of images to caption with `predict`.
+        val_split: the split used for validation.
+        test_split: the split used by `test` ("heldout" tests ShapesWorld's unseen attribute combinations).
+    """
+
+    def __init__(
+        self,
+        *,
+        dataset: CaptionDataset | None = None,
+        batch_size: int = 64,
+        eval_batch_size: int = 100,
+        num_workers: int = 0,
+        min_word_count: int = 1,
+        max_caption_length: int = 20,
+        cache_dir: Path = Path(".cache/features"),
+        predict_path: Path | None = None,
+        val_split: str = "val",
+        test_split: str = "test",
+    ) -> None:
+        super().__init__()
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size
+        self.num_workers = num_workers
+        self.min_word_count = min_word_count
+        self.max_caption_length = max_caption_length
+        self.cache = FeatureCache(root=Path(cache_dir))
+        self.predict_path = None if predict_path is None else Path(predict_path)
+        self.split_names = {"val": val_split, "test": test_split}
+        self.vocabulary: Vocabulary | None = None
+        self._samples: dict[str, list[CaptionSample]] = {}
+
+    # -- what the model needs from the data --------------------------------------------------------------
+
+    def samples(self, split: str) -> list[CaptionSample]:
+        if self.dataset is None:
+            raise ValueError("no dataset configured: set --data.dataset (see configs/captioning/*.yaml)")
+        if split not in self._samples:
+            self._samples[split] = self.dataset.samples(split)
+        return self._samples[split]
+
+    def references(self, stage: str) -> list[tuple[str, ...]]:
+        """The reference captions of the split that `stage` ("val" or "test") evaluates, in loader order."""
+        return [sample.captions for sample in self.samples(self.split_names[stage])]
+
+    def image_ids(self, stage: str) -> list[str]:
+        return [sample.image_id for sample in self.samples(self.split_names[stage])]
+
+    def build_vocabulary(self) -> Vocabulary:
+        captions = (caption for sample in self.samples("train") for caption in sample.captions)
+        return Vocabulary.build(captions, min_count=self.min_word_count)
+
+    # -- Lightning hooks ---------------------------------------------------------------------------------
+
+    def setup(self, stage: str) -> None:
+        model = self.trainer.lightning_module if self.trainer is not None else None
+        if model is None:
+            raise RuntimeError("CaptionDataModule is meant to be used through a Trainer with a CaptioningModule")
+        if model.vocabulary is None:
+            model.set_vocabulary(self.build_vocabulary())
+        self.vocabulary = model.vocabulary
+        self.encoder: Encoder = model.encoder
+
+    def _inputs(self, split: str):
+        samples = self.samples(split)
+        if self.encoder.frozen:
+            features = self.cache.load_or_build(
+                dataset_name=self.dataset.name,
+                split=split,
+                image_ids=[s.image_id for s in samples],
+                load_image=lambda i: self.dataset.load(samples[i]),
+                encoder=self.encoder,
+                num_workers=self.num_workers,
+            )
+            return CachedInputs(features)
+        return ImageInputs(lambda i: self.dataset.load(samples[i]), self.encoder.transform(), len(samples))
+
+    def _encoded_captions(self, split: str, max_words: int | None) -> list[list[list[int]]]:
+        return [
+            [self.vocabulary.encode(caption, max_length=max_words) for caption in sample.captions]
+            for sample in self.samples(split)
+        ]
+
+    def _loader(self, dataset, *, batch_size: int, shuffle: bool) -> DataLoader:
+        return DataLoader(
+            dataset,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            num_workers=self.num_workers,
+            collate_fn=partial(pad_batch, pad_id=self.vocabulary.pad_id),
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        pairs = CaptionPairs(self._inputs("train"), self._encoded_captions("train", self.max_caption_length))
+        return self._loader(pairs, batch_size=self.batch_size, shuffle=True)
+
+    def _evaluation_loader(self, stage: str) -> DataLoader:
+        split = self.split_names[stage]
+        images = EvaluationImages(self._inputs(split), self._encoded_captions(split, None), self.samples(split))
+        return self._loader(images, batch_size=self.eval_batch_size, shuffle=False)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._evaluation_loader("val")
+
+    def test_dataloader(self) -> DataLoader:
+        return self._evaluation_loader("test")
+
+    def predict_dataloader(self) -> DataLoader:
+        if self.predict_path is None:
+            raise ValueError("predict needs images: pass --data.predict_path FILE_OR_FOLDER")
+        files = _image_files(self.predict_path)
+        return self._loader(ImageFiles(files, load_image, self.encoder.transform()), batch_size=self.eval_batch_size, shuffle=False)
+
+
+def _image_files(path: Path) -> list[Path]:
+    """An image file, or the image files of a folder (sorted), with a clear error when there are none."""
+    if path.is_file():
+        return [path]
+    if not path.exists():
+        raise FileNotFoundError(f"predict path not found: {path}")
+    files = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        raise FileNotFoundError(f"no image files ({', '.join(sorted(IMAGE_SUFFIXES))}) in folder {path}")
+    return files

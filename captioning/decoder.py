@@ -1,0 +1,135 @@
+"""The Show-Attend-Tell decoder (Xu et al. 2015): an LSTM that attends over the image grid at every word.
+
+One step, from the previous word y_{t-1} and state (h_{t-1}, c_{t-1}):
+    alpha_t = softmax(f_att(a_i, h_{t-1}))                 attention over the L annotation vectors a_i
+    z_t     = beta_t * sum_i alpha_ti a_i,  beta_t = sigmoid(f_beta(h_{t-1}))   gated context
+    h_t, c_t = LSTM([E y_{t-1}; z_t], (h_{t-1}, c_{t-1}))
+    p(y_t)  ∝ exp(L_o(E y_{t-1} + L_h h_t + L_z z_t))      the deep output layer
+with h_0, c_0 = tanh MLPs of the mean annotation vector. The per-image half of f_att is computed once
+per image (`start`), so a step costs only its query side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from captioning.attention import AdditiveScore, Attention, Score
+
+
+@dataclass
+class ImageMemory:
+    """What the decoder attends over, prepared once per image."""
+
+    features: Tensor  # (B, L, D) annotation vectors
+    projected: Tensor  # (B, L, K) the score function's image-side projection
+
+    def repeat(self, times: int) -> "ImageMemory":
+        """Each image repeated `times` times in a row (for beams): (B, ...) -> (B * times, ...)."""
+        return ImageMemory(self.features.repeat_interleave(times, 0), self.projected.repeat_interleave(times, 0))
+
+    def select(self, index: Tensor) -> "ImageMemory":
+        return ImageMemory(self.features[index], self.projected[index])
+
+
+@dataclass
+class LSTMState:
+    h: Tensor  # (B, H)
+    c: Tensor  # (B, H)
+
+    def select(self, index: Tensor) -> "LSTMState":
+        return LSTMState(self.h[index], self.c[index])
+
+    def repeat(self, times: int) -> "LSTMState":
+        """Each image's state repeated `times` times in a row: (B, H) -> (B * times, H)."""
+        return LSTMState(self.h.repeat_interleave(times, 0), self.c.repeat_interleave(times, 0))
+
+
+@dataclass
+class StepOutput:
+    logits: Tensor  # (B, V) unnormalised log-probabilities of the next word
+    weights: Tensor  # (B, L) attention weights used for this word
+    state: LSTMState
+
+
+@dataclass
+class TeacherForced:
+    logits: Tensor  # (B, T, V)
+    weights: Tensor  # (B, T, L)
+
+
+class ShowAttendTell(nn.Module):
+    """Soft-attention caption decoder.
+
+    Args:
+        vocab_size: number of words, specials included.
+        feature_dim: D, size of an annotation vector.
+        num_locations: L, annotation vectors per image (used by location-based scores).
+        embed_dim: word embedding size (also the deep output's size).
+        decoder_dim: LSTM hidden size.
+        attention_dim: hidden size of the score function.
+        dropout: dropout before the output layer.
+        score: the attention score class.
+    """
+
+    def __init__(
+        self,
+        *,
+        vocab_size: int,
+        feature_dim: int,
+        num_locations: int,
+        embed_dim: int = 512,
+        decoder_dim: int = 512,
+        attention_dim: int = 512,
+        dropout: float = 0.5,
+        score: type[Score] = AdditiveScore,
+    ) -> None:
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.attention = Attention(
+            score=score(
+                query_dim=decoder_dim, key_dim=feature_dim, attention_dim=attention_dim, num_locations=num_locations
+            )
+        )
+        self.embedding = nn.Embedding(vocab_size, embed_dim)
+        self.init_h = nn.Linear(feature_dim, decoder_dim)
+        self.init_c = nn.Linear(feature_dim, decoder_dim)
+        self.f_beta = nn.Linear(decoder_dim, 1)
+        self.lstm = nn.LSTMCell(embed_dim + feature_dim, decoder_dim)
+        self.out_h = nn.Linear(decoder_dim, embed_dim)  # L_h
+        self.out_z = nn.Linear(feature_dim, embed_dim, bias=False)  # L_z
+        self.out = nn.Linear(embed_dim, vocab_size)  # L_o
+        self.dropout = nn.Dropout(dropout)
+
+    def start(self, features: Tensor) -> tuple[ImageMemory, LSTMState]:
+        """Prepare the image (B, L, D) once: the attention's key projection and the initial LSTM state."""
+        mean = features.mean(dim=1)  # (B, D)
+        state = LSTMState(torch.tanh(self.init_h(mean)), torch.tanh(self.init_c(mean)))
+        return ImageMemory(features, self.attention.prepare(features)), state
+
+    def read(self, weights: Tensor, memory: ImageMemory) -> Tensor:
+        """The context sum_i alpha_i a_i (B, D) for weights (B, L): soft attention's expectation."""
+        return torch.bmm(weights.unsqueeze(1), memory.features).squeeze(1)
+
+    def step(self, words: Tensor, state: LSTMState, memory: ImageMemory) -> StepOutput:
+        """One word: previous words (B,) -> next-word logits (B, V), attention (B, L), new state."""
+        alpha = self.attention.weights(state.h, memory.projected)  # (B, L)
+        beta = torch.sigmoid(self.f_beta(state.h))  # (B, 1)
+        z = beta * self.read(alpha, memory)  # (B, D)
+        embedded = self.embedding(words)  # (B, E)
+        h, c = self.lstm(torch.cat([embedded, z], dim=1), (state.h, state.c))
+        logits = self.out(self.dropout(embedded + self.out_h(h) + self.out_z(z)))  # (B, V)
+        return StepOutput(logits, alpha, LSTMState(h, c))
+
+    def forward(self, features: Tensor, inputs: Tensor) -> TeacherForced:
+        """Teacher forcing: features (B, L, D), input words (B, T) starting with <start> -> logits (B, T, V)."""
+        memory, state = self.start(features)
+        steps = inputs.shape[1]
+        logits = features.new_empty(inputs.shape[0], steps, self.vocab_size)
+        weights = features.new_empty(inputs.shape[0], steps, features.shape[1])
+        for t in range(steps):
+            out = self.step(inputs[:, t], state, memory)
+            logits[:, t], weights[:, t], state = out.logits, out.weights, out.state
+        return TeacherForced(logits, weights)

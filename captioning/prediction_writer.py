@@ -1,0 +1,43 @@
+"""Writes `predict` results in the COCO results format, [{"image_id", "caption"}], as one JSON file."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import BasePredictionWriter
+
+
+def image_id_of(path: str) -> int | str:
+    """COCO ids are integers: a file named 000000391895.jpg or 391895.jpg gives 391895; others keep their stem."""
+    stem = Path(path).stem
+    digits = stem.rsplit("_", 1)[-1]
+    return int(digits) if digits.isdigit() else stem
+
+
+class CaptionResultsWriter(BasePredictionWriter):
+    """Collects every predicted caption and writes them once, atomically, at the end of `predict`.
+
+    Args:
+        output: the results JSON file.
+    """
+
+    def __init__(self, *, output: Path = Path("captions.json")) -> None:
+        super().__init__(write_interval="epoch")
+        self.output = Path(output)
+
+    def write_on_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, predictions: Any, batch_indices: Any) -> None:
+        results = [
+            {"image_id": image_id_of(item["path"]), "caption": item["caption"]}
+            for batch in predictions
+            for item in batch
+        ]
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=self.output.parent, delete=False, suffix=".tmp") as handle:
+            json.dump(results, handle, indent=1)
+        os.replace(handle.name, self.output)
+        pl_module.print(f"wrote {len(results)} captions to {self.output}")

@@ -1,0 +1,141 @@
+"""Caption search over the decoder's step function: greedy and beam search, batched across images.
+
+Both keep the attention weights of every emitted word, so a caption can be shown word by word over the
+image. Beam search runs all images and all beams as one (B * K) batch; its bookkeeping (which beam came
+from which, which are finished) lives in tensors, not Python lists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from captioning.decoder import ShowAttendTell
+
+
+@dataclass
+class Generated:
+    """Search results for a batch of B images.
+
+    tokens[b] holds the word ids of caption b without <start> and <end>; weights[b] (len(tokens[b]), L) the
+    attention weights at each of those words; log_probs (B,) the caption's total log-probability (including
+    the <end> step when it was emitted).
+    """
+
+    tokens: list[list[int]]
+    weights: list[Tensor]
+    log_probs: Tensor
+
+
+@torch.no_grad()
+def greedy_search(decoder: ShowAttendTell, features: Tensor, *, start_id: int, end_id: int, max_length: int) -> Generated:
+    """The most probable word at every step, for features (B, L, D); stops at <end> or after max_length words."""
+    batch = features.shape[0]
+    memory, state = decoder.start(features)
+    words = features.new_full((batch,), start_id, dtype=torch.long)
+    chosen, attended = [], []
+    total = features.new_zeros(batch)
+    running = torch.ones(batch, dtype=torch.bool, device=features.device)
+    for _ in range(max_length):
+        out = decoder.step(words, state, memory)
+        log_probs = torch.log_softmax(out.logits.float(), dim=-1)  # (B, V)
+        best, words = log_probs.max(dim=-1)
+        total = total + torch.where(running, best, 0.0)
+        chosen.append(torch.where(running, words, end_id))
+        attended.append(out.weights)
+        running = running & (words != end_id)
+        state = out.state
+        if not bool(running.any()):
+            break
+    steps = torch.stack(chosen, 1)  # (B, T)
+    weights = torch.stack(attended, 1)  # (B, T, L)
+    tokens, kept = [], []
+    for b in range(batch):
+        ended = (steps[b] == end_id).nonzero()
+        n = int(ended[0]) if len(ended) else steps.shape[1]
+        tokens.append(steps[b, :n].tolist())
+        kept.append(weights[b, :n])
+    return Generated(tokens, kept, total)
+
+
+def _length_normalised(scores: Tensor, lengths: Tensor, length_penalty: float) -> Tensor:
+    """score / length^penalty; penalty 0 ranks by total log-probability (the default)."""
+    if length_penalty == 0.0:
+        return scores
+    return scores / lengths.clamp(min=1).to(scores.dtype).pow(length_penalty)
+
+
+@torch.no_grad()
+def beam_search(
+    decoder: ShowAttendTell,
+    features: Tensor,
+    *,
+    start_id: int,
+    end_id: int,
+    max_length: int,
+    beam_size: int = 3,
+    length_penalty: float = 0.0,
+) -> Generated:
+    """Beam search for features (B, L, D), every image at once.
+
+    A beam that emits <end> is frozen: it keeps its score and its slot, extending only with a zero-cost
+    pad, so the K beams of an image always hold the K best hypotheses seen. Search stops when every beam
+    of every image has ended or after max_length words; the winner is chosen by total log-probability
+    divided by length^length_penalty (length counts the words and the <end>).
+    """
+    batch, locations = features.shape[0], features.shape[1]
+    k = beam_size
+    memory, state = decoder.start(features)
+    memory, state = memory.repeat(k), state.repeat(k)
+    words = features.new_full((batch * k,), start_id, dtype=torch.long)  # (B*K,)
+    # Only the first beam of each image is alive at the start, so the K beams don't all duplicate it.
+    scores = features.new_full((batch, k), float("-inf"))
+    scores[:, 0] = 0.0
+    tokens = features.new_zeros((batch, k, max_length), dtype=torch.long)  # (B, K, T)
+    weights = features.new_zeros((batch, k, max_length, locations))  # (B, K, T, L)
+    finished = torch.zeros(batch, k, dtype=torch.bool, device=features.device)
+    lengths = torch.zeros(batch, k, dtype=torch.long, device=features.device)  # words, <end> excluded
+    rows = torch.arange(batch, device=features.device).unsqueeze(1)  # (B, 1)
+
+    for t in range(max_length):
+        out = decoder.step(words, state, memory)
+        log_probs = torch.log_softmax(out.logits.float(), dim=-1).view(batch, k, -1)  # (B, K, V)
+        vocab = log_probs.shape[-1]
+        # A finished beam continues with exactly one zero-cost candidate (index end_id) and nothing else.
+        frozen = torch.full_like(log_probs, float("-inf"))
+        frozen[..., end_id] = 0.0
+        log_probs = torch.where(finished.unsqueeze(-1), frozen, log_probs)
+        candidates = (scores.unsqueeze(-1) + log_probs).view(batch, k * vocab)  # (B, K*V)
+        top_scores, top_index = candidates.topk(k, dim=-1)  # (B, K)
+        parent, word = top_index // vocab, top_index % vocab  # (B, K)
+
+        was_finished = finished.gather(1, parent)
+        tokens, weights, lengths = tokens[rows, parent], weights[rows, parent], lengths[rows, parent]
+        ended_now = ~was_finished & (word == end_id)
+        writes = ~was_finished & ~ended_now  # a real word was emitted
+        tokens[:, :, t] = torch.where(writes, word, 0)
+        weights[:, :, t] = torch.where(
+            writes.unsqueeze(-1), out.weights.view(batch, k, locations)[rows, parent], 0.0
+        )
+        lengths = lengths + writes.long()
+        finished = was_finished | ended_now
+        scores = top_scores
+
+        flat_parent = (parent + rows * k).view(-1)  # (B*K,) index into the flattened beams
+        state = out.state.select(flat_parent)
+        words = word.view(-1)
+        if bool(finished.all()):
+            break
+
+    # Hypotheses that ran to max_length without <end> count as they are.
+    ranked = _length_normalised(scores, lengths + finished.long(), length_penalty)
+    best = ranked.argmax(dim=1)  # (B,)
+    out_tokens, out_weights = [], []
+    for b in range(batch):
+        n = int(lengths[b, best[b]])
+        out_tokens.append(tokens[b, best[b], :n].tolist())
+        out_weights.append(weights[b, best[b], :n])
+    return Generated(out_tokens, out_weights, scores[torch.arange(batch), best])
+

@@ -1,0 +1,106 @@
+"""Each score function against a hand computation; weights sum to 1; masked places get 0."""
+
+import math
+
+import pytest
+import torch
+
+from captioning.attention import (
+    AdditiveScore,
+    Attention,
+    CosineScore,
+    DotScore,
+    GeneralScore,
+    LocationScore,
+    ScaledDotScore,
+    Score,
+)
+
+S = torch.tensor([[1.0, 2.0]])  # (B=1, Q=2)
+H = torch.tensor([[[3.0, 0.0], [1.0, 1.0], [0.0, -2.0]]])  # (B=1, L=3, D=2)
+
+
+def build(cls: type[Score], key_dim: int = 2, query_dim: int = 2) -> Score:
+    return cls(query_dim=query_dim, key_dim=key_dim, attention_dim=2, num_locations=3)
+
+
+def scores(score: Score, s=S, h=H) -> list[float]:
+    return score(s, score.project_keys(h))[0].tolist()
+
+
+def test_dot_score_by_hand():
+    assert scores(build(DotScore)) == pytest.approx([3.0, 3.0, -4.0])
+
+
+def test_scaled_dot_score_by_hand():
+    r = math.sqrt(2)
+    assert scores(build(ScaledDotScore)) == pytest.approx([3 / r, 3 / r, -4 / r])
+
+
+def test_cosine_score_by_hand():
+    ns = math.sqrt(5)
+    assert scores(build(CosineScore)) == pytest.approx([3 / (ns * 3), 3 / (ns * math.sqrt(2)), -4 / (ns * 2)])
+
+
+def test_general_score_by_hand():
+    score = build(GeneralScore)
+    with torch.no_grad():
+        score.weight.weight.copy_(torch.tensor([[1.0, 2.0], [0.0, -1.0]]))  # W
+    # W h = [3,0], [3,-1], [-4,2]; s^T W h = 3, 1, 0
+    assert scores(score) == pytest.approx([3.0, 1.0, 0.0])
+
+
+def test_additive_score_by_hand():
+    score = build(AdditiveScore)
+    with torch.no_grad():
+        score.key_proj.weight.copy_(torch.eye(2))
+        score.key_proj.bias.copy_(torch.tensor([0.5, 0.0]))
+        score.query_proj.weight.copy_(torch.tensor([[0.0, 1.0], [1.0, 0.0]]))
+        score.v.weight.copy_(torch.tensor([[2.0, -1.0]]))
+    # W_s s = [2, 1]; v^T tanh(W_h h_i + b + W_s s)
+    expected = [2 * math.tanh(3.5 + 2) - math.tanh(0 + 1), 2 * math.tanh(1.5 + 2) - math.tanh(2), 2 * math.tanh(2.5) - math.tanh(-1)]
+    assert scores(score) == pytest.approx(expected)
+
+
+def test_location_score_by_hand_ignores_the_image():
+    score = build(LocationScore)
+    with torch.no_grad():
+        score.weight.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+        score.weight.bias.copy_(torch.tensor([0.0, 0.0, -1.0]))
+    assert scores(score) == pytest.approx([1.0, 2.0, 2.0])
+    assert scores(score, h=H * 100) == pytest.approx([1.0, 2.0, 2.0])
+
+
+def test_location_score_rejects_other_grid_sizes():
+    with pytest.raises(ValueError, match="3 locations"):
+        build(LocationScore).project_keys(torch.zeros(1, 4, 2))
+
+
+@pytest.mark.parametrize("cls", [DotScore, ScaledDotScore, CosineScore])
+def test_direct_scores_map_keys_into_query_space_when_sizes_differ(cls):
+    score = build(cls, key_dim=5, query_dim=2)
+    assert score.project_keys(torch.randn(4, 3, 5)).shape == (4, 3, 2)
+    assert score(torch.randn(4, 2), score.project_keys(torch.randn(4, 3, 5))).shape == (4, 3)
+
+
+@pytest.mark.parametrize("cls", [AdditiveScore, DotScore, ScaledDotScore, CosineScore, GeneralScore, LocationScore])
+def test_weights_sum_to_one_and_masked_places_get_zero(cls):
+    torch.manual_seed(0)
+    attention = Attention(score=cls(query_dim=4, key_dim=6, attention_dim=5, num_locations=7))
+    keys = torch.randn(3, 7, 6)
+    query = torch.randn(3, 4)
+    mask = torch.ones(3, 7, dtype=torch.bool)
+    mask[0, 2:] = False
+    mask[2, ::2] = False
+    context, weights = attention(query, keys, attention.prepare(keys), mask)
+    assert torch.allclose(weights.sum(-1), torch.ones(3))
+    assert torch.all(weights[~mask] == 0)
+    assert torch.all(weights[mask] > 0)
+    assert torch.allclose(context, torch.einsum("bl,bld->bd", weights, keys), atol=1e-6)
+
+
+def test_softmax_of_hand_scores():
+    attention = Attention(score=build(DotScore))
+    _, weights = attention(S, H, attention.prepare(H))
+    e = torch.tensor([3.0, 3.0, -4.0]).exp()
+    assert torch.allclose(weights[0], e / e.sum())

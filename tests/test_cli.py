@@ -1,0 +1,117 @@
+"""The captioning CLI end to end, the way a user runs it: fit, then test and predict from the checkpoint alone."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "configs" / "captioning"
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "captioning", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
+    return result
+
+
+SMALL_SHAPES = [
+    "--data.dataset.init_args.train_size=24",
+    "--data.dataset.init_args.val_size=8",
+    "--data.dataset.init_args.test_size=8",
+    "--data.dataset.init_args.heldout_size=8",
+    "--data.batch_size=8",
+    "--data.eval_batch_size=8",
+]
+
+
+def make_karpathy_fixture(root: Path, dataset: str = "flickr8k") -> None:
+    """A tiny Karpathy-split dataset with real image files, laid out like Flickr8k or COCO."""
+    images = []
+    words = ["dog", "cat", "runs", "sits", "grass", "red", "ball"]
+    for i, split in enumerate(["train"] * 6 + ["restval"] * 2 + ["val"] * 3 + ["test"] * 3):
+        filepath = "train2014" if dataset == "coco" else None
+        folder = root / "images" / (filepath or "")
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (64 + i, 48), (30 * i % 255, 90, 160)).save(folder / f"img{i}.jpg")
+        sentences = [{"raw": f"a {words[i % 7]} {words[(i + j) % 7]} on the {words[(i + 2 * j) % 7]}.", "tokens": []} for j in range(5)]
+        entry = {"filename": f"img{i}.jpg", "imgid": i, "split": split, "sentences": sentences}
+        if filepath:
+            entry["filepath"] = filepath
+            entry["cocoid"] = 1000 + i
+        images.append(entry)
+    (root / f"dataset_{dataset}.json").write_text(json.dumps({"dataset": dataset, "images": images}))
+
+
+@pytest.mark.parametrize("config", ["flickr8k_soft.yaml", "coco_soft.yaml"])
+def test_fast_dev_run_on_karpathy_configs(tmp_path, config):
+    dataset = "coco" if config.startswith("coco") else "flickr8k"
+    make_karpathy_fixture(tmp_path / "d", dataset)
+    run_cli(
+        "fit", "--config", str(CONFIGS / config), "--trainer.fast_dev_run=true",
+        f"--data.dataset.init_args.root={tmp_path / 'd'}", "--data.dataset.init_args.image_dir=images",
+        "--data.num_workers=0", "--data.min_word_count=1", "--data.batch_size=4", "--data.eval_batch_size=4",
+        f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
+
+
+def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
+    run_dir = tmp_path / "run"
+    fit = run_cli(
+        "fit", "--config", str(CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES,
+        "--trainer.max_epochs=1", f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}",
+        cwd=tmp_path,
+    )
+    checkpoints = sorted(run_dir.rglob("*.ckpt"))
+    assert {p.name for p in checkpoints} >= {"best.ckpt", "last.ckpt"}, fit.stdout
+    best = next(p for p in checkpoints if p.name == "best.ckpt")
+    # the checkpoint is plain data: it loads without unpickling code, and carries the vocabulary
+    state = torch.load(best, weights_only=True, map_location="cpu")
+    assert state["hyper_parameters"]["vocabulary"][:4] == ["<pad>", "<start>", "<end>", "<unk>"]
+    assert "circle" in state["hyper_parameters"]["vocabulary"]
+    metrics_csv = next(run_dir.rglob("metrics.csv")).read_text()
+    assert "val/BLEU-4" in metrics_csv and "val/attention_correctness" in metrics_csv
+
+    # test needs only the checkpoint plus where the data is
+    tested = run_cli(
+        "test", "--config", str(CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES, f"--ckpt_path={best}",
+        f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path / 'test'}",
+        f"--trainer.logger.init_args.save_dir={tmp_path / 'test'}", "--model.embed_dim=8",  # ignored: from the ckpt
+        cwd=tmp_path,
+    )
+    for name in ["BLEU-1", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "attention_correctness"]:
+        assert f"test/{name}" in tested.stdout
+
+    # predict over a folder: COCO results format, unreadable files reported and skipped
+    images = tmp_path / "photos"
+    images.mkdir()
+    from data.shapes import ShapesWorld
+
+    world = ShapesWorld(train_size=1, val_size=1, test_size=2, heldout_size=1)
+    for n, sample in enumerate(world.samples("test")):
+        world.load(sample).save(images / f"COCO_val2014_00000000042{n}.jpg")
+    (images / "broken.jpg").write_bytes(b"not an image")
+    output = tmp_path / "results.json"
+    predicted = run_cli(
+        "predict", f"--ckpt_path={best}", f"--data.predict_path={images}", f"--writer.output={output}",
+        f"--trainer.default_root_dir={tmp_path / 'predict'}", "--trainer.logger=false",
+        cwd=tmp_path,
+    )
+    results = json.loads(output.read_text())
+    assert sorted(r["image_id"] for r in results) == [420, 421]
+    assert all(isinstance(r["caption"], str) and r["caption"] for r in results)
+    assert "broken.jpg" in predicted.stdout + predicted.stderr

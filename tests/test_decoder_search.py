@@ -1,0 +1,154 @@
+"""The decoder's teacher-forced unroll, the doubly stochastic penalty, greedy and beam search."""
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from captioning.attention import DotScore, GeneralScore
+from captioning.decoder import ShowAttendTell
+from captioning.losses import caption_loss, doubly_stochastic_penalty
+from captioning.search import beam_search, greedy_search
+
+PAD, START, END = 0, 1, 2
+
+
+def make_decoder(vocab=12, seed=0, **kwargs) -> ShowAttendTell:
+    torch.manual_seed(seed)
+    decoder = ShowAttendTell(
+        vocab_size=vocab, feature_dim=6, num_locations=5, embed_dim=8, decoder_dim=10, attention_dim=7, **kwargs
+    )
+    return decoder.eval()
+
+
+def test_teacher_forcing_equals_stepping_by_hand():
+    decoder = make_decoder()
+    features = torch.randn(3, 5, 6)
+    inputs = torch.tensor([[START, 4, 5, 6], [START, 7, 3, PAD], [START, 9, PAD, PAD]])
+    out = decoder(features, inputs)
+    assert out.logits.shape == (3, 4, 12) and out.weights.shape == (3, 4, 5)
+    assert torch.allclose(out.weights.sum(-1), torch.ones(3, 4))
+    # the same step by hand, written out from the equations
+    mean = features.mean(1)
+    h, c = torch.tanh(decoder.init_h(mean)), torch.tanh(decoder.init_c(mean))
+    keys = decoder.attention.score.key_proj(features)
+    for t in range(4):
+        e = decoder.attention.score.v(torch.tanh(keys + decoder.attention.score.query_proj(h).unsqueeze(1))).squeeze(-1)
+        alpha = torch.softmax(e, -1)
+        z = torch.sigmoid(decoder.f_beta(h)) * (alpha.unsqueeze(-1) * features).sum(1)
+        y = decoder.embedding(inputs[:, t])
+        h, c = decoder.lstm(torch.cat([y, z], 1), (h, c))
+        logits = decoder.out(y + decoder.out_h(h) + decoder.out_z(z))
+        assert torch.allclose(out.weights[:, t], alpha, atol=1e-6)
+        assert torch.allclose(out.logits[:, t], logits, atol=1e-5)
+
+
+def test_score_class_is_pluggable():
+    decoder = make_decoder(score=GeneralScore)
+    assert isinstance(decoder.attention.score, GeneralScore)
+    assert decoder(torch.randn(2, 5, 6), torch.tensor([[START, 3], [START, 4]])).logits.shape == (2, 2, 12)
+
+
+def test_doubly_stochastic_penalty_equals_its_formula():
+    weights = torch.tensor(
+        [[[0.5, 0.25, 0.25], [0.1, 0.8, 0.1], [1.0, 0.0, 0.0]], [[0.2, 0.2, 0.6], [0.3, 0.3, 0.4], [0.9, 0.05, 0.05]]]
+    )  # (B=2, T=3, L=3)
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    # caption 0: column sums 1.6, 1.05, 0.35 -> 0.36 + 0.0025 + 0.4225
+    # caption 1 (third step is padding): 0.5, 0.5, 1.0 -> 0.25 + 0.25 + 0
+    expected = torch.tensor([0.36 + 0.0025 + 0.4225, 0.5])
+    assert torch.allclose(doubly_stochastic_penalty(weights, mask), expected)
+
+
+def test_loss_masks_padding_from_both_terms():
+    torch.manual_seed(1)
+    logits = torch.randn(2, 3, 5)
+    weights = torch.softmax(torch.randn(2, 3, 4), -1)
+    targets = torch.tensor([[3, 4, END], [3, END, PAD]])
+    loss = caption_loss(logits, targets, weights, pad_id=PAD, penalty_weight=2.0)
+    real = targets != PAD
+    ce = -torch.log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)[real].mean()
+    pen = torch.stack([((1 - weights[0].sum(0)) ** 2).sum(), ((1 - weights[1, :2].sum(0)) ** 2).sum()]).mean()
+    assert torch.allclose(loss.cross_entropy, ce)
+    assert torch.allclose(loss.penalty, pen)
+    assert torch.allclose(loss.total, ce + 2.0 * pen)
+    # changing the logits or weights at a padded place changes nothing
+    logits2, weights2 = logits.clone(), weights.clone()
+    logits2[1, 2] += 10
+    weights2[1, 2] = torch.tensor([1.0, 0, 0, 0])
+    assert torch.allclose(caption_loss(logits2, targets, weights2, pad_id=PAD, penalty_weight=2.0).total, loss.total)
+
+
+def test_beam_one_equals_greedy():
+    decoder = make_decoder(vocab=30, seed=3)
+    features = torch.randn(6, 5, 6)
+    greedy = greedy_search(decoder, features, start_id=START, end_id=END, max_length=7)
+    beam = beam_search(decoder, features, start_id=START, end_id=END, max_length=7, beam_size=1)
+    assert greedy.tokens == beam.tokens
+    assert torch.allclose(greedy.log_probs, beam.log_probs, atol=1e-5)
+    for g, b in zip(greedy.weights, beam.weights):
+        assert torch.allclose(g, b, atol=1e-6)
+
+
+@pytest.mark.parametrize("beam_size,length_penalty", [(3, 0.0), (5, 0.7)])
+def test_batched_beam_search_equals_one_image_at_a_time(beam_size, length_penalty):
+    decoder = make_decoder(vocab=20, seed=4, score=DotScore)
+    features = torch.randn(5, 5, 6)
+    kwargs = dict(start_id=START, end_id=END, max_length=9, beam_size=beam_size, length_penalty=length_penalty)
+    batched = beam_search(decoder, features, **kwargs)
+    for b in range(5):
+        single = beam_search(decoder, features[b : b + 1], **kwargs)
+        assert single.tokens[0] == batched.tokens[b]
+        assert torch.allclose(single.log_probs[0], batched.log_probs[b], atol=1e-5)
+        assert torch.allclose(single.weights[0], batched.weights[b], atol=1e-6)
+
+
+def sequence_log_prob(decoder, features, words: list[int], ends: bool) -> float:
+    """log p(words [, <end>]) by teacher forcing."""
+    inputs = torch.tensor([[START] + words])
+    targets = words + ([END] if ends else [])
+    log_probs = torch.log_softmax(decoder(features, inputs).logits[0], -1)
+    return float(sum(log_probs[t, w] for t, w in enumerate(targets)).detach())
+
+
+def test_wide_beam_finds_the_exact_best_caption_by_enumeration():
+    decoder = make_decoder(vocab=5, seed=7)
+    features = torch.randn(1, 5, 6)
+    best, best_words = -math.inf, None
+    candidates = []
+    for n in range(0, 4):
+        for words in itertools.product([0, 1, 3, 4], repeat=n):
+            candidates.append((list(words), True))
+    candidates += [(list(w), False) for w in itertools.product([0, 1, 3, 4], repeat=3)]
+    for words, ends in candidates:
+        if len(words) == 3 and ends:
+            continue  # with max_length 3, a third word is the last: no <end> step after it
+        lp = sequence_log_prob(decoder, features, words, ends)
+        if lp > best:
+            best, best_words = lp, words
+    found = beam_search(decoder, features, start_id=START, end_id=END, max_length=3, beam_size=125)
+    assert found.tokens[0] == best_words
+    assert found.log_probs[0].item() == pytest.approx(best, abs=1e-4)
+
+
+def test_caption_that_never_ends_stops_at_max_length():
+    decoder = make_decoder(vocab=6, seed=0)
+    with torch.no_grad():
+        decoder.out.bias.fill_(0)
+        decoder.out.bias[END] = -1e4  # <end> is never the best word
+    features = torch.randn(2, 5, 6)
+    for search in (greedy_search, beam_search):
+        out = search(decoder, features, start_id=START, end_id=END, max_length=4)
+        assert [len(t) for t in out.tokens] == [4, 4]
+        assert all(w.shape == (4, 5) for w in out.weights)
+
+
+def test_length_penalty_prefers_longer_captions():
+    decoder = make_decoder(vocab=15, seed=11)
+    features = torch.randn(8, 5, 6)
+    kwargs = dict(start_id=START, end_id=END, max_length=12, beam_size=4)
+    plain = beam_search(decoder, features, **kwargs)
+    normalised = beam_search(decoder, features, length_penalty=1.0, **kwargs)
+    assert sum(map(len, normalised.tokens)) >= sum(map(len, plain.tokens))
+    assert torch.all(normalised.log_probs <= plain.log_probs + 1e-5)

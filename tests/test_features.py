@@ -1,0 +1,151 @@
+"""FeatureCache: builds on a miss, reuses without encoding on a hit, rebuilds on any key change or crash."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from PIL import Image
+from torch import Tensor, nn
+
+from captioning.encoder import Encoder
+from captioning.features import FeatureCache
+
+IDS = [f"img{i}" for i in range(5)]
+
+
+class FakeEncoder(Encoder):
+    """A deterministic 2 x 2 grid of 4-d vectors from 8 x 8 images; counts its forward calls."""
+
+    def __init__(self, *, tag: str = "a", trainable: bool = False) -> None:
+        super().__init__()
+        self.feature_dim, self.image_size, self.grid_size = 4, 8, 2
+        self.mean, self.std = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)
+        self.tag = tag
+        self.calls = 0
+        self.scale = nn.Parameter(torch.ones(()), requires_grad=trainable)
+
+    def feature_map(self, images: Tensor) -> Tensor:
+        self.calls += 1
+        pooled = F.adaptive_avg_pool2d(images, 2)  # (B, 3, 2, 2)
+        return torch.cat([pooled, pooled.sum(1, keepdim=True)], dim=1) * self.scale  # (B, 4, 2, 2)
+
+    def cache_key(self) -> str:
+        return f"FakeEncoder({self.tag})"
+
+
+def make_images(count: int = 5) -> list[Image.Image]:
+    rng = np.random.default_rng(0)
+    return [Image.fromarray(rng.integers(0, 256, size=(12, 16, 3), dtype=np.uint8)) for _ in range(count)]
+
+
+IMAGES = make_images()
+
+
+def build(cache: FeatureCache, encoder: Encoder, *, split: str = "train", ids: list[str] = IDS, load_image=IMAGES.__getitem__, **kwargs) -> np.memmap:
+    return cache.load_or_build(
+        dataset_name="toy", split=split, image_ids=ids, load_image=load_image, encoder=encoder, batch_size=2, progress=False, **kwargs
+    )
+
+
+def expected_features(encoder: Encoder) -> np.ndarray:
+    with torch.inference_mode():
+        batch = torch.stack([encoder.transform()(image) for image in IMAGES])
+        return encoder(batch).to(torch.float16).numpy()  # (5, 4, 4)
+
+
+def test_miss_builds_then_hit_reuses_without_encoding(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cache = FeatureCache(root=tmp_path)
+    encoder = FakeEncoder()
+    built = build(cache, encoder)
+    assert cache.last_status is not None and not cache.last_status.hit
+    assert encoder.calls == 3  # 5 images in batches of 2
+    assert built.shape == (5, 4, 4) and built.dtype == np.float16 and not built.flags.writeable
+    assert built[1].shape == (4, 4)
+    np.testing.assert_array_equal(built, expected_features(FakeEncoder()))
+
+    path = cache.last_status.path
+    assert path.name.startswith("toy-train-") and path.suffix == ".npy"
+    meta = json.loads(path.with_suffix(".json").read_text())
+    assert meta["complete"] is True
+    assert (meta["num_images"], meta["num_locations"], meta["feature_dim"]) == (5, 4, 4)
+    assert meta["key"]["encoder"] == "FakeEncoder(a)"
+
+    fresh = FakeEncoder()
+    with caplog.at_level(logging.INFO, logger="captioning.features"):
+        again = build(cache, fresh)
+    assert cache.last_status.hit and cache.last_status.path == path
+    assert fresh.calls == 0
+    assert f"feature cache hit: {path}" in caplog.text
+    np.testing.assert_array_equal(again, built)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"encoder": FakeEncoder(tag="b")},
+        {"split": "val"},
+        {"ids": [*IDS[:4], "other"]},
+        {"ids": list(reversed(IDS))},
+    ],
+    ids=["encoder", "split", "image-ids", "image-order"],
+)
+def test_any_key_change_rebuilds(tmp_path: Path, change: dict) -> None:
+    cache = FeatureCache(root=tmp_path)
+    build(cache, FakeEncoder())
+    first = cache.last_status.path
+
+    encoder = change.pop("encoder", FakeEncoder())
+    build(cache, encoder, **change)
+    assert not cache.last_status.hit and encoder.calls > 0
+    assert cache.last_status.path != first
+
+    build(cache, FakeEncoder())  # the original cache is still there
+    assert cache.last_status.hit and cache.last_status.path == first
+
+
+def test_crashed_build_leaves_nothing_valid_and_next_call_rebuilds(tmp_path: Path) -> None:
+    def flaky(index: int) -> Image.Image:
+        if index == 3:
+            raise OSError("disk went away")
+        return IMAGES[index]
+
+    cache = FeatureCache(root=tmp_path)
+    with pytest.raises(OSError, match="disk went away"):
+        build(cache, FakeEncoder(), load_image=flaky)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+    encoder = FakeEncoder()
+    rebuilt = build(cache, encoder)
+    assert not cache.last_status.hit and encoder.calls == 3
+    np.testing.assert_array_equal(rebuilt, expected_features(FakeEncoder()))
+
+
+def test_incomplete_record_is_rebuilt(tmp_path: Path) -> None:
+    cache = FeatureCache(root=tmp_path)
+    build(cache, FakeEncoder())
+    meta_path = cache.last_status.path.with_suffix(".json")
+    meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), "complete": False}))
+    encoder = FakeEncoder()
+    build(cache, encoder)
+    assert not cache.last_status.hit and encoder.calls == 3
+
+
+def test_workers_give_the_same_features(tmp_path: Path) -> None:
+    with_workers = build(FeatureCache(root=tmp_path / "a"), FakeEncoder(), num_workers=2)
+    np.testing.assert_array_equal(with_workers, expected_features(FakeEncoder()))
+
+
+def test_non_frozen_encoder_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="fine-tuned encoders must run on images"):
+        build(FeatureCache(root=tmp_path), FakeEncoder(trainable=True))
+
+
+def test_no_images_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no image ids"):
+        build(FeatureCache(root=tmp_path), FakeEncoder(), ids=[])
