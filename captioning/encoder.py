@@ -194,12 +194,11 @@ class EfficientNetLite(Encoder):
 
         # image_size sets the static "same" padding of every convolution, so build for the size we run at.
         self.net = EfficientNet.from_name(f"efficientnet-lite{variant}", image_size=image_size)
+        self._check_trainable_blocks(trainable_blocks, len(self.net._blocks))
+        self.trainable_blocks = trainable_blocks
         state = torch.load(self.weights_path, map_location="cpu", weights_only=True)
         self.net.load_state_dict(state, strict=True)
         self.feature_dim = self.net._bn1.num_features
-
-        self._check_trainable_blocks(trainable_blocks, len(self.net._blocks))
-        self.trainable_blocks = trainable_blocks
         self._freeze()
 
     @staticmethod

@@ -66,6 +66,7 @@ def install_wordnet(nltk_data_dir: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".wordnet-", dir=target.parent))
     try:
+        staging.chmod(0o755)  # mkdtemp makes it owner-only; the installed corpus should be readable by all
         for file in sorted(source.iterdir()):
             if file.is_file():
                 (staging / file.name).write_bytes(file.read_bytes().replace(b"\r\n", b"\n"))

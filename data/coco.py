@@ -66,8 +66,8 @@ class CocoCaptions(CaptionDataset):
 
     @property
     def name(self) -> str:
-        """ "coco" joined by underscores to the image folder names ("coco_train2014_val2014" by default),
-        so that feature caches of COCO 2014 and COCO 2017 images never mix."""
+        """The word coco and the image folder names, joined by underscores ("coco_train2014_val2014" by
+        default), so that feature caches of COCO 2014 and COCO 2017 images never mix."""
         return self._name
 
     @property

@@ -32,7 +32,9 @@ from data.shapes_scene import (
 GENERATOR_VERSION = 1  # part of `name`: bump when scenes or rendering change, so cached features go stale
 
 
-def describe(subject: ShapeObject, reference: ShapeObject | None = None) -> tuple[str, tuple[GroundedWord, ...]]:
+def describe(
+    subject: ShapeObject, reference: ShapeObject | None = None
+) -> tuple[str, tuple[GroundedWord, ...]]:
     """One caption ("a large red circle" or "<subject> <relation> <reference>") and its grounded words.
 
     The size, colour and shape words of each noun phrase are grounded to that object's box; positions
@@ -129,7 +131,7 @@ class ShapesWorld(CaptionDataset):
 
     @property
     def name(self) -> str:
-        return f"shapesworld-s{self.seed}-{self.image_size}px"
+        return f"shapesworld-s{self.seed}-{self.image_size}px-v{GENERATOR_VERSION}"
 
     @property
     def splits(self) -> tuple[str, ...]:

@@ -43,9 +43,10 @@ RELATION_RATIO = 1.5  # a relation is clear when the centre offset on one axis i
 CROSS_ARM = 0.36  # a cross's bar thickness, as a share of its side
 
 # Every (colour, shape); the held-out ones never occur in train/val/test, and each held-out image has one.
-COMBINATIONS: tuple[tuple[str, str], ...] = tuple((colour, shape) for colour in COLOURS for shape in SHAPES)
-HELDOUT_COMBINATIONS: tuple[tuple[str, str], ...] = (("red", "triangle"), ("green", "cross"), ("blue", "circle"))
-SEEN_COMBINATIONS: tuple[tuple[str, str], ...] = tuple(c for c in COMBINATIONS if c not in HELDOUT_COMBINATIONS)
+# Each held-out colour and shape still occurs in training with other shapes and colours.
+COMBINATIONS = tuple((colour, shape) for colour in COLOURS for shape in SHAPES)  # 20 (colour, shape)
+HELDOUT_COMBINATIONS = (("red", "triangle"), ("green", "cross"), ("blue", "circle"))
+SEEN_COMBINATIONS = tuple(c for c in COMBINATIONS if c not in HELDOUT_COMBINATIONS)  # the other 17
 SPLITS: tuple[str, ...] = ("train", "val", "test", "heldout")
 
 

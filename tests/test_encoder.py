@@ -19,6 +19,11 @@ def lite0() -> EfficientNetLite:
     return EfficientNetLite()
 
 
+@pytest.fixture(scope="module")
+def lite0_448() -> EfficientNetLite:
+    return EfficientNetLite(image_size=448)
+
+
 def test_lite0_grid_at_224(lite0: EfficientNetLite) -> None:
     assert (lite0.feature_dim, lite0.image_size, lite0.grid_size, lite0.num_locations) == (1280, 224, 7, 49)
     with torch.inference_mode():
@@ -26,11 +31,10 @@ def test_lite0_grid_at_224(lite0: EfficientNetLite) -> None:
     assert out.shape == (2, 49, 1280)
 
 
-def test_lite0_grid_at_448() -> None:
-    encoder = EfficientNetLite(image_size=448)
-    assert (encoder.grid_size, encoder.num_locations) == (14, 196)
+def test_lite0_grid_at_448(lite0_448: EfficientNetLite) -> None:
+    assert (lite0_448.grid_size, lite0_448.num_locations) == (14, 196)
     with torch.inference_mode():
-        out = encoder(torch.randn(1, 3, 448, 448))
+        out = lite0_448(torch.randn(1, 3, 448, 448))
     assert out.shape == (1, 196, 1280)
 
 
@@ -95,10 +99,10 @@ def test_pretrained_weights_and_normalisation_recognise_photos(lite0: EfficientN
     assert probs[classes.start : classes.stop].sum().item() > 0.8
 
 
-def test_cache_key_names_what_changes_the_features(lite0: EfficientNetLite) -> None:
+def test_cache_key_names_what_changes_the_features(lite0: EfficientNetLite, lite0_448: EfficientNetLite) -> None:
     key = lite0.cache_key()
     assert "variant=0" in key and "image_size=224" in key and "sha256:" in key
-    assert EfficientNetLite(image_size=256).cache_key() != key
+    assert lite0_448.cache_key() != key
 
 
 def test_missing_variant_package_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

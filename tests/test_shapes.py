@@ -113,6 +113,8 @@ def test_scene_invariants() -> None:
             gap_x = max(a.box.x0 - b.box.x1, b.box.x0 - a.box.x1)
             gap_y = max(a.box.y0 - b.box.y1, b.box.y0 - a.box.y1)
             assert max(gap_x, gap_y) > 0.03  # separated on some axis, so no overlap
+            dx, dy = abs(a.centre[0] - b.centre[0]), abs(a.centre[1] - b.centre[1])
+            assert max(dx, dy) >= 1.5 * min(dx, dy)  # clearly horizontal or clearly vertical
             assert relation(a, b) is not None and relation(b, a) is not None
         for obj in scene.objects:
             side = {"small": 0.2, "large": 0.375}[obj.size]
@@ -162,23 +164,26 @@ def test_boxes_contain_object_pixels() -> None:
         pixels = np.asarray(world.load(sample))  # (224, 224, 3) uint8
         assert pixels.shape == (224, 224, 3)
         for obj in scene.objects:
-            left, top, right, bottom = pixel_box(obj.box, 224)
+            x0, y0, x1, y1 = (224 * v for v in (obj.box.x0, obj.box.y0, obj.box.x1, obj.box.y1))
             alone = np.asarray(render_scene(Scene(objects=(obj,), background=scene.background), 224))
             drawn = np.all(alone == COLOUR_RGB[obj.colour], axis=-1)  # (224, 224) bool
             ys, xs = np.nonzero(drawn)
-            assert ys.min() >= top and ys.max() <= bottom and xs.min() >= left and xs.max() <= right
-            # The shape spans its box (touches every side) and fills the box's central area.
-            assert (ys.min(), ys.max(), xs.min(), xs.max()) == (top, bottom, left, right)
-            side = right - left + 1
-            inner = slice(top + int(0.3 * side), bottom - int(0.3 * side) + 1)
-            inner_x = slice(left + int(0.3 * side), right - int(0.3 * side) + 1)
-            centre = np.all(pixels[inner, inner_x] == COLOUR_RGB[obj.colour], axis=-1)
-            assert centre.mean() > 0.9, (obj, centre.mean())
+            # Pixel k covers [k, k + 1): the drawn pixels fit in the box and reach each of its sides,
+            # up to rounding to whole pixels.
+            assert x0 - 0.5 <= xs.min() <= x0 + 0.5 and x1 - 0.5 <= xs.max() + 1 <= x1 + 0.5
+            assert y0 - 0.5 <= ys.min() <= y0 + 0.5 and y1 - 0.5 <= ys.max() + 1 <= y1 + 0.5
+            # The central 40% of the box is (almost) all the object's colour, in the full image too.
+            inner_y = slice(round(y0 + 0.3 * (y1 - y0)), round(y1 - 0.3 * (y1 - y0)))
+            inner_x = slice(round(x0 + 0.3 * (x1 - x0)), round(x1 - 0.3 * (x1 - x0)))
+            centre = np.all(pixels[inner_y, inner_x] == COLOUR_RGB[obj.colour], axis=-1)
+            assert centre.size > 100 and centre.mean() > 0.9, (obj, centre.mean())
         # Every object-coloured pixel of the full image lies in the box of an object of that colour.
         for colour in {o.colour for o in scene.objects}:
             mask = np.all(pixels == COLOUR_RGB[colour], axis=-1)
             for obj in (o for o in scene.objects if o.colour == colour):
                 left, top, right, bottom = pixel_box(obj.box, 224)
+                corners = (obj.box.x0, obj.box.y0, obj.box.x1, obj.box.y1)
+                assert (left, top, right + 1, bottom + 1) == tuple(round(224 * v) for v in corners)
                 mask[top : bottom + 1, left : right + 1] = False
             assert not mask.any()
         background = np.all(pixels == scene.background, axis=-1).mean()

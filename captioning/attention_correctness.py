@@ -1,0 +1,77 @@
+"""Attention correctness: how much of a word's attention falls inside the ground-truth box of the object it names.
+
+Attention weights live on the encoder's feature grid. A CNN feature map (B, D, H, W) is flattened row-major
+to (B, H*W, D), so location `r * W + c` is grid cell (row r, column c), which covers
+x in [c/W, (c+1)/W] and y in [r/H, (r+1)/H] of the image in normalised coordinates. A box rarely aligns
+with cells, so each cell counts with the *fraction of its area* the box covers: uniform attention then
+scores exactly the box's share of the image, the chance level to compare a model against.
+
+The score of one grounded word is `mass_in_box`; a dataset's attention correctness is the caller's mean
+over grounded words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+
+def _check_boxes(boxes: torch.Tensor) -> None:
+    if boxes.ndim != 2 or boxes.shape[1] != 4:
+        raise ValueError(f"boxes must have shape (N, 4) as (x0, y0, x1, y1), got {tuple(boxes.shape)}")
+    x0, y0, x1, y1 = boxes.unbind(dim=1)
+    inside = (x0 >= 0) & (y0 >= 0) & (x1 <= 1) & (y1 <= 1) & (x0 <= x1) & (y0 <= y1)
+    if not bool(inside.all()):
+        bad = int((~inside).nonzero()[0, 0])
+        raise ValueError(
+            f"box {bad} = {boxes[bad].tolist()} is not (x0, y0, x1, y1) with 0 <= x0 <= x1 <= 1 and 0 <= y0 <= y1 <= 1"
+        )
+
+
+def _cover_1d(low: torch.Tensor, high: torch.Tensor, cells: int) -> torch.Tensor:
+    """(N, cells): the fraction of each of `cells` equal intervals of [0, 1] that [low, high] covers."""
+    edges = torch.arange(cells + 1, dtype=low.dtype, device=low.device) / cells
+    overlap = torch.minimum(high[:, None], edges[None, 1:]) - torch.maximum(low[:, None], edges[None, :-1])
+    return (overlap * cells).clamp(0.0, 1.0)
+
+
+def box_masks(boxes: torch.Tensor, grid_h: int, grid_w: int) -> torch.Tensor:
+    """(N, grid_h * grid_w): for each normalised box (x0, y0, x1, y1), the covered fraction of every cell.
+
+    Cells are flattened row-major (index r * grid_w + c), matching a (B, D, H, W) feature map flattened
+    to (B, H*W, D).
+    """
+    if grid_h < 1 or grid_w < 1:
+        raise ValueError(f"grid must be at least 1x1, got {grid_h}x{grid_w}")
+    boxes = boxes if boxes.is_floating_point() else boxes.float()
+    _check_boxes(boxes)
+    x0, y0, x1, y1 = boxes.unbind(dim=1)
+    rows = _cover_1d(y0, y1, grid_h)  # (N, H)
+    cols = _cover_1d(x0, x1, grid_w)  # (N, W)
+    return (rows[:, :, None] * cols[:, None, :]).reshape(boxes.shape[0], grid_h * grid_w)
+
+
+def box_mask(box: Sequence[float], grid_h: int, grid_w: int) -> torch.Tensor:
+    """(grid_h * grid_w,): the covered fraction of every grid cell for one normalised box (x0, y0, x1, y1)."""
+    return box_masks(torch.as_tensor([list(box)], dtype=torch.float32), grid_h, grid_w)[0]
+
+
+def mass_in_box(weights: torch.Tensor, boxes: torch.Tensor, grid_h: int, grid_w: int) -> torch.Tensor:
+    """(N,): attention mass inside each box, sum over cells of weight * covered fraction of the cell.
+
+    Args:
+        weights: (N, grid_h * grid_w) attention over the flattened grid, one row per grounded word
+            (normally each row sums to 1, making the result a fraction in [0, 1]).
+        boxes: (N, 4) normalised (x0, y0, x1, y1) box of the object each word names.
+    """
+    if weights.ndim != 2 or weights.shape[1] != grid_h * grid_w:
+        raise ValueError(
+            f"weights must have shape (N, {grid_h * grid_w}) for a {grid_h}x{grid_w} grid, got {tuple(weights.shape)}"
+        )
+    if not weights.is_floating_point():
+        raise TypeError(f"weights must be a floating-point tensor, got {weights.dtype}")
+    if boxes.shape[0] != weights.shape[0]:
+        raise ValueError(f"{weights.shape[0]} attention rows but {boxes.shape[0]} boxes")
+    masks = box_masks(boxes.to(device=weights.device, dtype=weights.dtype), grid_h, grid_w)
+    return (weights * masks).sum(dim=1)
