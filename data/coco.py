@@ -7,7 +7,6 @@ asked for, so a user who downloaded only train and val can still use both.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from pycocotools.coco import COCO
 
 from data.captions import CaptionDataset, CaptionSample
 from data.errors import DatasetFormatError
+from data.json_files import read_json_object
 from data.images import load_image
 
 
@@ -103,7 +103,7 @@ class CocoCaptions(CaptionDataset):
                     f"COCO caption file not found: {path}; pass the COCO folder with --data.dataset.init_args.root "
                     f"(and the file with --data.dataset.init_args.{argument} if it is not the default)"
                 )
-            document = _read_json(path)
+            document = read_json_object(path)
             _check_captions_file(document, path)
             coco = COCO()
             coco.dataset = document
@@ -113,21 +113,6 @@ class CocoCaptions(CaptionDataset):
                 raise DatasetFormatError(f"{path}: pycocotools could not index it ({error!r})") from error
             self._indexes[path] = coco
         return self._indexes[path]
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        with path.open(encoding="utf-8") as file:
-            document = json.load(file)
-    except json.JSONDecodeError as error:
-        raise DatasetFormatError(
-            f"{path}: not valid JSON ({error}); the file may be truncated, download it again"
-        ) from error
-    except UnicodeDecodeError as error:
-        raise DatasetFormatError(f"{path}: not UTF-8 text ({error}); is this the right file?") from error
-    if not isinstance(document, dict):
-        raise DatasetFormatError(f"{path}: the top level is a {type(document).__name__}, expected an object")
-    return document
 
 
 def _check_captions_file(document: dict[str, Any], path: Path) -> None:

@@ -6,7 +6,6 @@ only) are extra training images, so they are folded into "train".
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from PIL import Image
 
 from data.captions import CaptionDataset, CaptionSample
 from data.errors import DatasetFormatError
+from data.json_files import read_json_object
 from data.images import load_image
 
 _SPLIT_OF = {"train": "train", "restval": "train", "val": "val", "test": "test"}
@@ -116,18 +116,7 @@ def _read_json(path: Path) -> dict[str, Any]:
             f"Karpathy split file not found: {path}; pass the dataset folder with --data.dataset.init_args.root "
             "(and the file name with --data.dataset.init_args.annotations if it is not the default)"
         )
-    try:
-        with path.open(encoding="utf-8") as file:
-            document = json.load(file)
-    except json.JSONDecodeError as error:
-        raise DatasetFormatError(
-            f"{path}: not valid JSON ({error}); the file may be truncated, download it again"
-        ) from error
-    except UnicodeDecodeError as error:
-        raise DatasetFormatError(f"{path}: not UTF-8 text ({error}); is this the right file?") from error
-    if not isinstance(document, dict):
-        raise DatasetFormatError(f"{path}: the top level is a {type(document).__name__}, expected an object")
-    return document
+    return read_json_object(path)
 
 
 def _dataset_name(document: dict[str, Any], path: Path) -> str:

@@ -68,6 +68,19 @@ def test_fast_dev_run_on_karpathy_configs(tmp_path, config):
     )
 
 
+@pytest.mark.parametrize("trainable_blocks", [0, 1])
+def test_fast_dev_run_on_shapes(tmp_path, trainable_blocks):
+    """Frozen encoder: cached grids; fine-tuning the top block: images through the encoder."""
+    run_cli(
+        "fit", "--config", str(CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES, "--trainer.fast_dev_run=true",
+        f"--model.encoder.init_args.trainable_blocks={trainable_blocks}",
+        f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
+    cached = list((tmp_path / "cache").glob("*.npy"))
+    assert len(cached) == (2 if trainable_blocks == 0 else 0)  # train + val grids, or none when fine-tuning
+
+
 def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
     run_dir = tmp_path / "run"
     fit = run_cli(
@@ -86,6 +99,19 @@ def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
     metrics_csv = next(run_dir.rglob("metrics.csv")).read_text()
     assert "val/BLEU-4" in metrics_csv and "val/attention_correctness" in metrics_csv
 
+    # the same checkpoint loads in Python and captions an image
+    from captioning.module import CaptioningModule
+    from data.shapes import ShapesWorld
+
+    model = CaptioningModule.load(best)
+    world = ShapesWorld(train_size=1, val_size=1, test_size=2, heldout_size=1)
+    image = model.encoder.transform()(world.load(world.samples("test")[0]))
+    caption = model.caption(image.unsqueeze(0))[0]
+    assert caption and set(caption.split()) <= set(model.vocabulary.tokens)
+    with pytest.raises(ValueError, match="not a captioning checkpoint"):
+        torch.save({"state_dict": {}}, tmp_path / "other.ckpt")
+        CaptioningModule.load(tmp_path / "other.ckpt")
+
     # test needs only the checkpoint plus where the data is
     tested = run_cli(
         "test", "--config", str(CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES, f"--ckpt_path={best}",
@@ -99,9 +125,6 @@ def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
     # predict over a folder: COCO results format, unreadable files reported and skipped
     images = tmp_path / "photos"
     images.mkdir()
-    from data.shapes import ShapesWorld
-
-    world = ShapesWorld(train_size=1, val_size=1, test_size=2, heldout_size=1)
     for n, sample in enumerate(world.samples("test")):
         world.load(sample).save(images / f"COCO_val2014_00000000042{n}.jpg")
     (images / "broken.jpg").write_bytes(b"not an image")

@@ -38,6 +38,24 @@ def test_lite0_grid_at_448(lite0_448: EfficientNetLite) -> None:
     assert out.shape == (1, 196, 1280)
 
 
+def test_stride_16_grid_is_the_full_networks_intermediate_map(lite0: EfficientNetLite) -> None:
+    encoder = EfficientNetLite(output_stride=16, trainable_blocks=1)
+    assert (encoder.grid_size, encoder.num_locations, encoder.feature_dim) == (14, 196, 112)
+    images = torch.randn(2, 3, 224, 224)
+    with torch.no_grad():
+        net = lite0.net
+        x = net._swish(net._bn0(net._conv_stem(images)))
+        for block in net._blocks:
+            if x.shape[-1] == 14 and block._block_args.stride != 1 and block._block_args.stride != [1]:
+                break  # the next block would halve the map again
+            x = block(x)
+        assert x.shape == (2, 112, 14, 14)
+        assert torch.allclose(encoder.eval()(images), x.flatten(2).transpose(1, 2), atol=1e-5)
+    trainable = {".".join(name.split(".")[1:3]) for name, p in encoder.named_parameters() if p.requires_grad}
+    assert trainable == {f"_blocks.{encoder.num_blocks - 1}"}
+    assert "stride=16" in encoder.cache_key() and "stride=32" in lite0.cache_key()
+
+
 def test_locations_are_row_major(lite0: EfficientNetLite) -> None:
     x = torch.randn(1, 3, 224, 224)
     with torch.inference_mode():
