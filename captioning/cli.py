@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from captioning.datamodule import CaptionDataModule
@@ -16,7 +18,19 @@ class CaptioningCLI(LightningCLI):
         parser.add_lightning_class_args(CaptionResultsWriter, "writer")
 
 
+def show_progress_messages() -> None:
+    """Let the project's INFO messages (feature cache hits and builds) reach the console."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    for name in ("captioning", "data", "vqa"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.INFO)
+        if not logger.handlers:
+            logger.addHandler(handler)
+
+
 def main(args: list[str] | None = None) -> CaptioningCLI:
+    show_progress_messages()
     return CaptioningCLI(
         CaptioningModule,
         CaptionDataModule,

@@ -119,23 +119,36 @@ class ShowAttendTell(nn.Module):
         """The context sum_i alpha_i a_i (B, D) for weights (B, L): soft attention's expectation."""
         return torch.bmm(weights.unsqueeze(1), memory.features).squeeze(1)
 
-    def step(self, words: Tensor, state: LSTMState, memory: ImageMemory) -> StepOutput:
-        """One word: previous words (B,) -> next-word logits (B, V), attention (B, L), new state."""
+    def _advance(self, embedded: Tensor, state: LSTMState, memory: ImageMemory) -> tuple[Tensor, Tensor, LSTMState]:
+        """Attend with h_{t-1}, read the gated context, update the LSTM: -> (alpha (B, L), z (B, D), state)."""
         alpha = self.attention.weights(state.h, memory.projected)  # (B, L)
         beta = torch.sigmoid(self.f_beta(state.h))  # (B, 1)
         z = beta * self.read(alpha, memory)  # (B, D)
+        h, c = self.lstm(torch.cat([embedded, z], dim=-1), (state.h, state.c))
+        return alpha, z, LSTMState(h, c)
+
+    def _output(self, embedded: Tensor, h: Tensor, z: Tensor) -> Tensor:
+        """The deep output layer L_o(E y_{t-1} + L_h h_t + L_z z_t), for (..., E), (..., H), (..., D) -> (..., V)."""
+        return self.out(self.dropout(embedded + self.out_h(h) + self.out_z(z)))
+
+    def step(self, words: Tensor, state: LSTMState, memory: ImageMemory) -> StepOutput:
+        """One word: previous words (B,) -> next-word logits (B, V), attention (B, L), new state."""
         embedded = self.embedding(words)  # (B, E)
-        h, c = self.lstm(torch.cat([embedded, z], dim=1), (state.h, state.c))
-        logits = self.out(self.dropout(embedded + self.out_h(h) + self.out_z(z)))  # (B, V)
-        return StepOutput(logits, alpha, LSTMState(h, c))
+        alpha, z, state = self._advance(embedded, state, memory)
+        return StepOutput(self._output(embedded, state.h, z), alpha, state)
 
     def forward(self, features: Tensor, inputs: Tensor) -> TeacherForced:
-        """Teacher forcing: features (B, L, D), input words (B, T) starting with <start> -> logits (B, T, V)."""
+        """Teacher forcing: features (B, L, D), input words (B, T) starting with <start> -> logits (B, T, V).
+
+        Only the recurrence runs word by word; the embeddings and the output layer run once over all steps.
+        """
         memory, state = self.start(features)
-        steps = inputs.shape[1]
-        logits = features.new_empty(inputs.shape[0], steps, self.vocab_size)
-        weights = features.new_empty(inputs.shape[0], steps, features.shape[1])
+        batch, steps = inputs.shape
+        embedded = self.embedding(inputs)  # (B, T, E)
+        weights = features.new_empty(batch, steps, features.shape[1])  # (B, T, L)
+        hidden = features.new_empty(batch, steps, state.h.shape[-1])  # (B, T, H)
+        context = features.new_empty(batch, steps, features.shape[2])  # (B, T, D)
         for t in range(steps):
-            out = self.step(inputs[:, t], state, memory)
-            logits[:, t], weights[:, t], state = out.logits, out.weights, out.state
-        return TeacherForced(logits, weights)
+            weights[:, t], context[:, t], state = self._advance(embedded[:, t], state, memory)
+            hidden[:, t] = state.h
+        return TeacherForced(self._output(embedded, hidden, context), weights)

@@ -19,6 +19,12 @@ def doubly_stochastic_penalty(weights: Tensor, mask: Tensor) -> Tensor:
     return ((1.0 - attended) ** 2).sum(dim=1)
 
 
+def attention_entropy(weights: Tensor, mask: Tensor) -> Tensor:
+    """Mean entropy -sum_i alpha_ti log alpha_ti (nats) over the real words: weights (B, T, L), mask (B, T)."""
+    entropy = -(weights * weights.clamp_min(1e-12).log()).sum(-1)  # (B, T)
+    return entropy[mask].mean()
+
+
 @dataclass
 class CaptionLoss:
     """The loss and its parts, each a scalar."""
@@ -26,6 +32,7 @@ class CaptionLoss:
     total: Tensor
     cross_entropy: Tensor  # mean over real words
     penalty: Tensor  # mean over captions, before lambda
+    entropy: Tensor  # mean attention entropy over real words, before its weight
 
 
 def caption_loss(
@@ -36,6 +43,7 @@ def caption_loss(
     pad_id: int,
     penalty_weight: float,
     label_smoothing: float = 0.0,
+    entropy_weight: float = 0.0,
 ) -> CaptionLoss:
     """Cross-entropy over real target words plus penalty_weight * the mean doubly stochastic penalty.
 
@@ -46,10 +54,14 @@ def caption_loss(
         pad_id: the padding id, excluded from both terms.
         penalty_weight: lambda.
         label_smoothing: passed to cross-entropy.
+        entropy_weight: weight of the mean attention entropy, a sharpness regulariser (0 = the paper's loss;
+            positive values make each word look at fewer places).
     """
     mask = targets != pad_id  # (B, T)
     cross_entropy = F.cross_entropy(
         logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id, label_smoothing=label_smoothing
     )
     penalty = doubly_stochastic_penalty(weights, mask).mean()
-    return CaptionLoss(cross_entropy + penalty_weight * penalty, cross_entropy, penalty)
+    entropy = attention_entropy(weights, mask)
+    total = cross_entropy + penalty_weight * penalty + entropy_weight * entropy
+    return CaptionLoss(total, cross_entropy, penalty, entropy)

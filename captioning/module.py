@@ -42,6 +42,7 @@ class CaptioningModule(L.LightningModule):
             `ShowAttendTell`).
         penalty_weight: lambda of the doubly stochastic penalty.
         label_smoothing: label smoothing of the word cross-entropy.
+        entropy_weight: weight of the mean attention entropy in the loss (0, the paper's loss, by default).
         learning_rate: Adam learning rate of the decoder.
         encoder_learning_rate: Adam learning rate of the encoder's trainable blocks (when fine-tuning).
         lr_decay: the learning rate is multiplied by this after every epoch.
@@ -63,6 +64,7 @@ class CaptioningModule(L.LightningModule):
         state_from_image: bool = True,
         penalty_weight: float = 1.0,
         label_smoothing: float = 0.0,
+        entropy_weight: float = 0.0,
         learning_rate: float = 4e-4,
         encoder_learning_rate: float = 1e-4,
         lr_decay: float = 1.0,
@@ -163,11 +165,13 @@ class CaptioningModule(L.LightningModule):
             pad_id=self.vocabulary.pad_id,
             penalty_weight=self.hparams.penalty_weight,
             label_smoothing=self.hparams.label_smoothing if stage == "train" else 0.0,
+            entropy_weight=self.hparams.entropy_weight,
         )
         size = captions.shape[0]
         self.log(f"{stage}/loss", loss.total, prog_bar=stage == "train", batch_size=size, sync_dist=stage != "train")
         self.log(f"{stage}/cross_entropy", loss.cross_entropy, batch_size=size, sync_dist=stage != "train")
         self.log(f"{stage}/penalty", loss.penalty, batch_size=size, sync_dist=stage != "train")
+        self.log(f"{stage}/attention_entropy", loss.entropy, batch_size=size, sync_dist=stage != "train")
         if not torch.isfinite(loss.total):
             raise FloatingPointError(f"{stage} loss became {loss.total.item()}; stopping (last good checkpoint kept)")
         return loss, out.weights

@@ -152,3 +152,16 @@ def test_length_penalty_prefers_longer_captions():
     normalised = beam_search(decoder, features, length_penalty=1.0, **kwargs)
     assert sum(map(len, normalised.tokens)) >= sum(map(len, plain.tokens))
     assert torch.all(normalised.log_probs <= plain.log_probs + 1e-5)
+
+
+def test_attention_entropy_by_hand_and_in_the_loss():
+    from captioning.losses import attention_entropy
+
+    weights = torch.tensor([[[0.5, 0.5, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25], [1.0, 0, 0, 0]]])  # (1, 3, 4)
+    mask = torch.tensor([[True, True, False]])
+    assert attention_entropy(weights, mask).item() == pytest.approx((math.log(2) + math.log(4)) / 2)
+    logits = torch.zeros(1, 3, 5)
+    targets = torch.tensor([[3, END, PAD]])
+    plain = caption_loss(logits, targets, weights, pad_id=PAD, penalty_weight=0.0)
+    sharp = caption_loss(logits, targets, weights, pad_id=PAD, penalty_weight=0.0, entropy_weight=0.5)
+    assert (sharp.total - plain.total).item() == pytest.approx(0.5 * (math.log(2) + math.log(4)) / 2)
