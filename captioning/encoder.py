@@ -178,11 +178,11 @@ class EfficientNetLite(Encoder):
         image_size: side of the square input, a multiple of 32 (Lite0 was trained at 224).
         trainable_blocks: fine-tune the last this many MBConv blocks used (plus the head conv/BN at stride
             32); 0 freezes all.
-        output_stride: 32 (the head's grid) or 16 (the last stride-16 block's grid).
+        output_stride: 32 (the head's grid), or 16 or 8 (the grid of the last block at that stride).
     """
 
     VARIANTS = (0, 1, 2)
-    OUTPUT_STRIDES = (16, 32)
+    OUTPUT_STRIDES = (8, 16, 32)
 
     def __init__(
         self, *, variant: int = 0, image_size: int = 224, trainable_blocks: int = 0, output_stride: int = 32
@@ -254,7 +254,7 @@ class EfficientNetLite(Encoder):
         x = net._swish(net._bn0(net._conv_stem(images)))  # (B, 32, S/2, S/2)
         for block in net._blocks[: self.num_blocks]:
             x = block(x)  # no drop-connect: the encoder is a feature extractor
-        return x  # (B, D, S/16, S/16)
+        return x  # (B, D, S/stride, S/stride)
 
     def cache_key(self) -> str:
         if self._weights_digest is None:
