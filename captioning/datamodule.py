@@ -82,9 +82,6 @@ class CaptionDataModule(L.LightningDataModule):
         """The reference captions of the split that `stage` ("val" or "test") evaluates, in loader order."""
         return [sample.captions for sample in self.samples(self.split_names[stage])]
 
-    def image_ids(self, stage: str) -> list[str]:
-        return [sample.image_id for sample in self.samples(self.split_names[stage])]
-
     def build_vocabulary(self) -> Vocabulary:
         captions = (caption for sample in self.samples("train") for caption in sample.captions)
         return Vocabulary.build(captions, min_count=self.min_word_count)

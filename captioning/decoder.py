@@ -30,9 +30,6 @@ class ImageMemory:
         """Each image repeated `times` times in a row (for beams): (B, ...) -> (B * times, ...)."""
         return ImageMemory(self.features.repeat_interleave(times, 0), self.projected.repeat_interleave(times, 0))
 
-    def select(self, index: Tensor) -> "ImageMemory":
-        return ImageMemory(self.features[index], self.projected[index])
-
 
 @dataclass
 class LSTMState:

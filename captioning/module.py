@@ -198,15 +198,10 @@ class CaptioningModule(L.LightningModule):
         self._correctness.append(mass_in_box(at_word.float(), boxes[found], grid, grid))
 
     def _evaluation_epoch_end(self, stage: str) -> None:
-        datamodule = self.trainer.datamodule
-        references = datamodule.references(stage)
-        if len(self._generated) != len(references):
-            # a partial pass (fast_dev_run, limit_*_batches): score the images that were captioned
-            references = [references[i] for i in sorted(self._generated)]
+        references = self.trainer.datamodule.references(stage)
+        # only the images captioned in this pass: all of them, or fewer under fast_dev_run / limit_*_batches
         ids = sorted(self._generated)
-        scores = score_captions(
-            {str(i): list(references[n]) for n, i in enumerate(ids)}, {str(i): self._generated[i] for i in ids}
-        )
+        scores = score_captions({str(i): list(references[i]) for i in ids}, {str(i): self._generated[i] for i in ids})
         for name, value in scores.items():
             self.log(f"{stage}/{name}", value, prog_bar=name in ("BLEU-4", "CIDEr"))
         if self._correctness:
