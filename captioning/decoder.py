@@ -7,6 +7,10 @@ One step, from the previous word y_{t-1} and state (h_{t-1}, c_{t-1}):
     p(y_t)  ∝ exp(L_o(E y_{t-1} + L_h h_t + L_z z_t))      the deep output layer
 with h_0, c_0 = tanh MLPs of the mean annotation vector. The per-image half of f_att is computed once
 per image (`start`), so a step costs only its query side.
+
+Soft and hard attention differ only in how the context is read from alpha (`captioning.reading`): the
+expectation above, or hard attention's single location a_s with s ~ Multinoulli(alpha). Every call that
+unrolls the decoder takes the `Read` to use; everything else is shared.
 """
 
 from __future__ import annotations
@@ -17,6 +21,9 @@ import torch
 from torch import Tensor, nn
 
 from captioning.attention import AdditiveScore, Attention, Score
+from captioning.reading import Expectation, Read, Reading
+
+EXPECTATION = Expectation()
 
 
 @dataclass
@@ -47,18 +54,19 @@ class LSTMState:
 @dataclass
 class StepOutput:
     logits: Tensor  # (B, V) unnormalised log-probabilities of the next word
-    weights: Tensor  # (B, L) attention weights used for this word
+    weights: Tensor  # (B, L) the weights the context was read with: alpha, or one-hot for a hard read
     state: LSTMState
 
 
 @dataclass
 class TeacherForced:
     logits: Tensor  # (B, T, V)
-    weights: Tensor  # (B, T, L)
+    weights: Tensor  # (B, T, L) alpha, the attention distribution at every step
+    locations: Tensor | None  # (B, T) the locations read at every step by a hard read; None for soft
 
 
 class ShowAttendTell(nn.Module):
-    """Soft-attention caption decoder.
+    """The caption decoder, for soft and hard attention alike (each unroll is given its `Read`).
 
     Args:
         vocab_size: number of words, specials included.
@@ -112,32 +120,32 @@ class ShowAttendTell(nn.Module):
         state = LSTMState(torch.tanh(self.init_h(mean)), torch.tanh(self.init_c(mean)))
         return ImageMemory(features, self.attention.prepare(features)), state
 
-    def read(self, weights: Tensor, memory: ImageMemory) -> Tensor:
-        """The context sum_i alpha_i a_i (B, D) for weights (B, L): soft attention's expectation."""
-        return torch.bmm(weights.unsqueeze(1), memory.features).squeeze(1)
-
-    def _advance(self, embedded: Tensor, state: LSTMState, memory: ImageMemory) -> tuple[Tensor, Tensor, LSTMState]:
-        """Attend with h_{t-1}, read the gated context, update the LSTM: -> (alpha (B, L), z (B, D), state)."""
+    def _advance(
+        self, embedded: Tensor, state: LSTMState, memory: ImageMemory, read: Read
+    ) -> tuple[Tensor, Reading, Tensor, LSTMState]:
+        """Attend with h_{t-1}, read the gated context, update the LSTM: -> (alpha (B, L), reading, z (B, D), state)."""
         alpha = self.attention.weights(state.h, memory.projected)  # (B, L)
         beta = torch.sigmoid(self.f_beta(state.h))  # (B, 1)
-        z = beta * self.read(alpha, memory)  # (B, D)
+        reading = read(alpha, memory.features)
+        z = beta * reading.context  # (B, D)
         h, c = self.lstm(torch.cat([embedded, z], dim=-1), (state.h, state.c))
-        return alpha, z, LSTMState(h, c)
+        return alpha, reading, z, LSTMState(h, c)
 
     def _output(self, embedded: Tensor, h: Tensor, z: Tensor) -> Tensor:
         """The deep output layer L_o(E y_{t-1} + L_h h_t + L_z z_t), for (..., E), (..., H), (..., D) -> (..., V)."""
         return self.out(self.dropout(embedded + self.out_h(h) + self.out_z(z)))
 
-    def step(self, words: Tensor, state: LSTMState, memory: ImageMemory) -> StepOutput:
-        """One word: previous words (B,) -> next-word logits (B, V), attention (B, L), new state."""
+    def step(self, words: Tensor, state: LSTMState, memory: ImageMemory, read: Read = EXPECTATION) -> StepOutput:
+        """One word: previous words (B,) -> next-word logits (B, V), the weights read with (B, L), new state."""
         embedded = self.embedding(words)  # (B, E)
-        alpha, z, state = self._advance(embedded, state, memory)
-        return StepOutput(self._output(embedded, state.h, z), alpha, state)
+        _, reading, z, state = self._advance(embedded, state, memory, read)
+        return StepOutput(self._output(embedded, state.h, z), reading.used, state)
 
-    def forward(self, features: Tensor, inputs: Tensor) -> TeacherForced:
+    def forward(self, features: Tensor, inputs: Tensor, read: Read = EXPECTATION) -> TeacherForced:
         """Teacher forcing: features (B, L, D), input words (B, T) starting with <start> -> logits (B, T, V).
 
         Only the recurrence runs word by word; the embeddings and the output layer run once over all steps.
+        A hard read also returns the locations it read, for the REINFORCE term.
         """
         memory, state = self.start(features)
         batch, steps = inputs.shape
@@ -145,7 +153,10 @@ class ShowAttendTell(nn.Module):
         weights = features.new_empty(batch, steps, features.shape[1])  # (B, T, L)
         hidden = features.new_empty(batch, steps, state.h.shape[-1])  # (B, T, H)
         context = features.new_empty(batch, steps, features.shape[2])  # (B, T, D)
+        locations = []
         for t in range(steps):
-            weights[:, t], context[:, t], state = self._advance(embedded[:, t], state, memory)
+            weights[:, t], reading, context[:, t], state = self._advance(embedded[:, t], state, memory, read)
             hidden[:, t] = state.h
-        return TeacherForced(self._output(embedded, hidden, context), weights)
+            locations.append(reading.locations)
+        read_locations = torch.stack(locations, 1) if steps and locations[0] is not None else None  # (B, T)
+        return TeacherForced(self._output(embedded, hidden, context), weights, read_locations)

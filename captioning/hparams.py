@@ -2,8 +2,8 @@
 
 Under LightningCLI a module's hyper-parameters are already the parsed YAML (class paths and numbers). A
 module built in Python instead records the objects it was given; these are turned into the same form:
-an nn.Module into {"class_path", "init_args"} read back from its constructor's parameters, a class into
-its import path.
+an nn.Module into {"class_path", "init_args"} read back from its constructor's parameters (classes among
+them as import paths), a class into its import path.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ def class_config(obj: object) -> dict[str, Any]:
             continue
         if not hasattr(obj, name):
             raise TypeError(f"{type(obj).__name__} does not keep its argument {name!r} as an attribute")
-        init_args[name] = getattr(obj, name)
+        value = getattr(obj, name)
+        init_args[name] = import_path(value) if isinstance(value, type) else value
     return {"class_path": import_path(type(obj)), "init_args": init_args}
 
 

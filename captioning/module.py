@@ -20,14 +20,14 @@ from captioning.attention_correctness import mass_in_box
 from captioning.decoder import ShowAttendTell
 from captioning.encoder import EfficientNetLite, Encoder
 from captioning.hparams import plain_hyperparameters
-from captioning.losses import caption_loss
+from captioning.objectives import AttentionObjective, LossTerms, SoftAttention
 from captioning.metrics import score_captions
 from captioning.search import Generated, beam_search
 from data.vocabulary import Vocabulary
 
 
 class CaptioningModule(L.LightningModule):
-    """Show, Attend and Tell with soft attention.
+    """Show, Attend and Tell, with soft or hard attention.
 
     Args:
         encoder: the CNN that turns an image into a grid of annotation vectors (default: EfficientNet-Lite0,
@@ -40,9 +40,9 @@ class CaptioningModule(L.LightningModule):
         score: the attention score class.
         state_from_image: initialise the LSTM from the mean annotation vector (the paper) or not (see
             `ShowAttendTell`).
-        penalty_weight: lambda of the doubly stochastic penalty.
+        attention: the attention mode and its training objective: `SoftAttention` (default, with the doubly
+            stochastic penalty) or `HardAttention` (sampled locations, REINFORCE).
         label_smoothing: label smoothing of the word cross-entropy.
-        entropy_weight: weight of the mean attention entropy in the loss (0, the paper's loss, by default).
         learning_rate: Adam learning rate of the decoder.
         encoder_learning_rate: Adam learning rate of the encoder's trainable blocks (when fine-tuning).
         lr_decay: the learning rate is multiplied by this after every epoch.
@@ -62,9 +62,8 @@ class CaptioningModule(L.LightningModule):
         dropout: float = 0.5,
         score: type[Score] = AdditiveScore,
         state_from_image: bool = True,
-        penalty_weight: float = 1.0,
+        attention: AttentionObjective | None = None,
         label_smoothing: float = 0.0,
-        entropy_weight: float = 0.0,
         learning_rate: float = 4e-4,
         encoder_learning_rate: float = 1e-4,
         lr_decay: float = 1.0,
@@ -74,8 +73,11 @@ class CaptioningModule(L.LightningModule):
     ) -> None:
         super().__init__()
         self.encoder = encoder if encoder is not None else EfficientNetLite()
+        self.attention = attention if attention is not None else SoftAttention()
         self.save_hyperparameters()
-        self.hparams.update(plain_hyperparameters(dict(self.hparams), encoder=self.encoder, score=score))
+        self.hparams.update(
+            plain_hyperparameters(dict(self.hparams), encoder=self.encoder, score=score, attention=self.attention)
+        )
         self.score = score
         self.decoder: ShowAttendTell | None = None
         self.vocabulary: Vocabulary | None = None
@@ -144,6 +146,7 @@ class CaptioningModule(L.LightningModule):
             max_length=self.hparams.max_length,
             beam_size=beam_size or self.hparams.beam_size,
             length_penalty=self.hparams.length_penalty,
+            read=self.attention.inference_read(),
         )
 
     def caption(self, inputs: Tensor, *, beam_size: int | None = None) -> list[str]:
@@ -155,29 +158,37 @@ class CaptioningModule(L.LightningModule):
 
     # -- training ------------------------------------------------------------------------------------------
 
-    def _teacher_forced_loss(self, batch: dict, stage: str):
+    def _teacher_forced_loss(self, batch: dict, stage: str) -> tuple[LossTerms, Tensor]:
+        """The attention mode's objective on the batch's captions -> (its terms, alpha (B, T, L))."""
         captions = batch["captions"]  # (B, T+1) <start> w1 .. wn <end> <pad>..
-        out = self.decoder(self.features(batch["inputs"]), captions[:, :-1])
-        loss = caption_loss(
-            out.logits,
+        training = stage == "train"
+        read = self.attention.training_read() if training else self.attention.inference_read()
+        out = self.decoder(self.features(batch["inputs"]), captions[:, :-1], read)
+        terms = self.attention.loss(
+            out,
             captions[:, 1:],
-            out.weights,
             pad_id=self.vocabulary.pad_id,
-            penalty_weight=self.hparams.penalty_weight,
-            label_smoothing=self.hparams.label_smoothing if stage == "train" else 0.0,
-            entropy_weight=self.hparams.entropy_weight,
+            label_smoothing=self.hparams.label_smoothing if training else 0.0,
         )
         size = captions.shape[0]
-        self.log(f"{stage}/loss", loss.total, prog_bar=stage == "train", batch_size=size, sync_dist=stage != "train")
-        self.log(f"{stage}/cross_entropy", loss.cross_entropy, batch_size=size, sync_dist=stage != "train")
-        self.log(f"{stage}/penalty", loss.penalty, batch_size=size, sync_dist=stage != "train")
-        self.log(f"{stage}/attention_entropy", loss.entropy, batch_size=size, sync_dist=stage != "train")
-        if not torch.isfinite(loss.total):
-            raise FloatingPointError(f"{stage} loss became {loss.total.item()}; stopping (last good checkpoint kept)")
-        return loss, out.weights
+        self.log(f"{stage}/loss", terms.total, prog_bar=training, batch_size=size, sync_dist=not training)
+        for name, value in terms.parts.items():
+            self.log(f"{stage}/{name}", value, batch_size=size, sync_dist=not training)
+        if not torch.isfinite(terms.total):
+            raise FloatingPointError(f"{stage} loss became {terms.total.item()}; stopping (last good checkpoint kept)")
+        return terms, out.weights
 
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
-        return self._teacher_forced_loss(batch, "train")[0].total
+        terms, _ = self._teacher_forced_loss(batch, "train")
+        for name, value in self.attention.observe(terms, self._mean_over_processes).items():
+            self.log(f"train/{name}", value)
+        return terms.total
+
+    def _mean_over_processes(self, value: Tensor) -> Tensor:
+        """A scalar averaged over the processes of a distributed run (itself when there is one process)."""
+        if self.trainer.world_size == 1:
+            return value
+        return self.all_gather(value).mean()
 
     def _evaluation_step(self, batch: dict, stage: str) -> None:
         _, weights = self._teacher_forced_loss(batch, stage)

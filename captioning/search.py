@@ -1,7 +1,7 @@
 """Caption search over the decoder's step function: greedy and beam search, batched across images.
 
 Both keep the attention weights of every emitted word, so a caption can be shown word by word over the
-image. Beam search runs all images and all beams as one (B * K) batch; its bookkeeping (which beam came
+image (for a hard read, the one-hot map of the location it read). Beam search runs all images and all beams as one (B * K) batch; its bookkeeping (which beam came
 from which, which are finished) lives in tensors, not Python lists.
 """
 
@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from captioning.decoder import ShowAttendTell
+from captioning.decoder import EXPECTATION, ShowAttendTell
+from captioning.reading import Read
 
 
 @dataclass
@@ -30,7 +31,15 @@ class Generated:
 
 
 @torch.no_grad()
-def greedy_search(decoder: ShowAttendTell, features: Tensor, *, start_id: int, end_id: int, max_length: int) -> Generated:
+def greedy_search(
+    decoder: ShowAttendTell,
+    features: Tensor,
+    *,
+    start_id: int,
+    end_id: int,
+    max_length: int,
+    read: Read = EXPECTATION,
+) -> Generated:
     """The most probable word at every step, for features (B, L, D); stops at <end> or after max_length words."""
     batch = features.shape[0]
     memory, state = decoder.start(features)
@@ -39,7 +48,7 @@ def greedy_search(decoder: ShowAttendTell, features: Tensor, *, start_id: int, e
     total = features.new_zeros(batch)
     running = torch.ones(batch, dtype=torch.bool, device=features.device)
     for _ in range(max_length):
-        out = decoder.step(words, state, memory)
+        out = decoder.step(words, state, memory, read)
         log_probs = torch.log_softmax(out.logits.float(), dim=-1)  # (B, V)
         best, words = log_probs.max(dim=-1)
         total = total + torch.where(running, best, 0.0)
@@ -77,6 +86,7 @@ def beam_search(
     max_length: int,
     beam_size: int = 3,
     length_penalty: float = 0.0,
+    read: Read = EXPECTATION,
 ) -> Generated:
     """Beam search for features (B, L, D), every image at once.
 
@@ -100,7 +110,7 @@ def beam_search(
     rows = torch.arange(batch, device=features.device).unsqueeze(1)  # (B, 1)
 
     for t in range(max_length):
-        out = decoder.step(words, state, memory)
+        out = decoder.step(words, state, memory, read)
         log_probs = torch.log_softmax(out.logits.float(), dim=-1).view(batch, k, -1)  # (B, K, V)
         vocab = log_probs.shape[-1]
         # A finished beam continues with exactly one zero-cost candidate (index end_id) and nothing else.

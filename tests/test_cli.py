@@ -55,7 +55,7 @@ def make_karpathy_fixture(root: Path, dataset: str = "flickr8k") -> None:
     (root / f"dataset_{dataset}.json").write_text(json.dumps({"dataset": dataset, "images": images}))
 
 
-@pytest.mark.parametrize("config", ["flickr8k_soft.yaml", "coco_soft.yaml"])
+@pytest.mark.parametrize("config", ["flickr8k_soft.yaml", "flickr8k_hard.yaml", "coco_soft.yaml"])
 def test_fast_dev_run_on_karpathy_configs(tmp_path, config):
     dataset = "coco" if config.startswith("coco") else "flickr8k"
     make_karpathy_fixture(tmp_path / "d", dataset)
@@ -138,3 +138,52 @@ def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
     assert sorted(r["image_id"] for r in results) == [420, 421]
     assert all(isinstance(r["caption"], str) and r["caption"] for r in results)
     assert "broken.jpg" in predicted.stdout + predicted.stderr
+
+
+def logged_steps(run_dir: Path, names: list[str]) -> list[dict[str, float]]:
+    """The rows of a run's metrics.csv that have all `names`, in step order."""
+    import csv
+
+    rows = []
+    for path in sorted(run_dir.rglob("metrics.csv")):
+        for row in csv.DictReader(path.open()):
+            if all(row.get(name) for name in names):
+                rows.append({"step": int(row["step"]), **{name: float(row[name]) for name in names}})
+    return sorted(rows, key=lambda r: r["step"])
+
+
+def test_hard_attention_baseline_is_logged_saved_and_resumed(tmp_path):
+    """b_k = 0.9 b_{k-1} + 0.1 r_k at every logged step, across a save and a resume from the checkpoint."""
+    run_dir = tmp_path / "run"
+    common = [
+        "--config", str(CONFIGS / "shapes_hard.yaml"), *SMALL_SHAPES, f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}",
+        "--trainer.log_every_n_steps=1", "--model.attention.init_args.expectation_probability=0.0",
+        "--model.attention.init_args.inference=captioning.reading.ArgMax",
+    ]
+    run_cli("fit", *common, "--trainer.max_epochs=1", cwd=tmp_path)
+    first = logged_steps(run_dir, ["train/baseline", "train/reward"])
+    last = next(run_dir.rglob("last.ckpt"))
+    saved = torch.load(last, weights_only=True, map_location="cpu")
+    assert saved["state_dict"]["attention.baseline"].item() == pytest.approx(first[-1]["train/baseline"], abs=1e-6)
+
+    run_cli("fit", *common, "--trainer.max_epochs=2", f"--ckpt_path={last}", cwd=tmp_path)
+    rows = logged_steps(run_dir, ["train/baseline", "train/reward"])
+    assert len(rows) > len(first) >= 10 and [r["step"] for r in rows] == list(range(len(rows)))
+    baseline = 0.0
+    for row in rows:
+        baseline = 0.9 * baseline + 0.1 * row["train/reward"]
+        assert row["train/baseline"] == pytest.approx(baseline, rel=1e-4, abs=1e-5), row["step"]
+
+    # the hard model loads as plain data and reads with its inference mode: ArgMax, one location per word
+    from captioning.hard_attention import HardAttention
+    from captioning.module import CaptioningModule
+
+    resumed = max(run_dir.rglob("last.ckpt"), key=lambda p: p.stat().st_mtime)
+    assert resumed != last
+    model = CaptioningModule.load(resumed)
+    assert isinstance(model.attention, HardAttention)
+    assert model.attention.baseline.item() == pytest.approx(rows[-1]["train/baseline"], abs=1e-6)
+    generated = model.generate(torch.randn(2, model.encoder.num_locations, model.encoder.feature_dim))
+    for weights in generated.weights:
+        assert torch.equal(weights.sum(-1), torch.ones(len(weights))) and set(weights.unique().tolist()) <= {0.0, 1.0}
