@@ -75,3 +75,20 @@ def mass_in_box(weights: torch.Tensor, boxes: torch.Tensor, grid_h: int, grid_w:
         raise ValueError(f"{weights.shape[0]} attention rows but {boxes.shape[0]} boxes")
     masks = box_masks(boxes.to(device=weights.device, dtype=weights.dtype), grid_h, grid_w)
     return (weights * masks).sum(dim=1)
+
+
+def mass_in_boxes(weights: torch.Tensor, boxes: torch.Tensor, valid: torch.Tensor, grid_h: int, grid_w: int) -> torch.Tensor:
+    """(N,): attention mass inside the union of several boxes per row (e.g. every object a question is about).
+
+    Args:
+        weights: (N, grid_h * grid_w) attention over the flattened grid.
+        boxes: (N, R, 4) normalised boxes; only those marked in `valid` count.
+        valid: (N, R) which boxes are real.
+
+    Boxes that overlap count their common cells once only up to full coverage (the per-cell coverage is capped
+    at 1), which is exact for boxes that do not overlap, such as the objects of a ShapesWorld scene.
+    """
+    n, r = boxes.shape[:2]
+    masks = box_masks(boxes.reshape(n * r, 4).to(weights.device, weights.dtype), grid_h, grid_w).view(n, r, -1)
+    union = (masks * valid.unsqueeze(-1).to(masks.dtype)).sum(dim=1).clamp(max=1.0)  # (N, L)
+    return (weights * union).sum(dim=1)

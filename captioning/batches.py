@@ -112,8 +112,9 @@ class ImageFiles(Dataset):
         return {"inputs": image, "path": str(path), "index": index}
 
 
-def pad_batch(items: list[dict], pad_id: int = 0) -> dict:
-    """Stack a list of samples; captions are right-padded with pad_id to the longest in the batch."""
+def pad_batch(items: list[dict], pad_id: int = 0, padded: tuple[str, ...] = ("captions",)) -> dict:
+    """Stack a list of samples; the word sequences under `padded` keys are right-padded with pad_id to the
+    longest in the batch. Items that carry an "error" are reported under "errors" instead."""
     errors = [item for item in items if "error" in item]
     items = [item for item in items if "error" not in item]
     batch: dict = {"errors": [(e["path"], e["error"]) for e in errors]}
@@ -121,7 +122,7 @@ def pad_batch(items: list[dict], pad_id: int = 0) -> dict:
         return batch
     for key in items[0]:
         values = [item[key] for item in items]
-        if key == "captions":
+        if key in padded:
             batch[key] = torch.nn.utils.rnn.pad_sequence(values, batch_first=True, padding_value=pad_id)  # (B, T)
         elif isinstance(values[0], Tensor):
             batch[key] = torch.stack(values)

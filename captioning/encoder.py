@@ -111,6 +111,13 @@ class Encoder(nn.Module, abc.ABC):
         fmap = self.feature_map(images)  # (B, D, H, W)
         return fmap.flatten(2).transpose(1, 2)  # (B, H*W, D)
 
+    def annotations(self, inputs: Tensor) -> Tensor:
+        """Annotation vectors (B, L, D) from images (B, 3, S, S), or cached grids (B, L, D) passed through as
+        float32: batches hold images when the encoder is fine-tuned or for `predict`, cached grids otherwise."""
+        if inputs.dim() == 4:
+            return self(inputs)
+        return inputs.float()
+
     def train(self, mode: bool = True) -> Encoder:
         """Set train mode on the trainable top modules only; a frozen encoder always stays in eval mode."""
         super().train(False)

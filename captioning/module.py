@@ -7,16 +7,15 @@ hyper-parameters, so a checkpoint alone is enough for `test`, `predict`, the dem
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.cli import instantiate_module
 from torch import Tensor
 
 from captioning.attention import AdditiveScore, Score
 from captioning.attention_correctness import mass_in_box
+from captioning.checkpoints import load_module
 from captioning.decoder import ShowAttendTell
 from captioning.encoder import EfficientNetLite, Encoder
 from captioning.hparams import plain_hyperparameters
@@ -90,20 +89,7 @@ class CaptioningModule(L.LightningModule):
     def load(cls, path: str | Path, *, map_location: str | torch.device = "cpu") -> "CaptioningModule":
         """A trained model from a checkpoint, in eval mode. The file is read as data (`weights_only=True`):
         a checkpoint that needs pickled code to load is refused."""
-        try:
-            checkpoint = torch.load(path, map_location=map_location, weights_only=True)
-        except FileNotFoundError:
-            raise FileNotFoundError(f"checkpoint not found: {path}") from None
-        except pickle.UnpicklingError as error:
-            raise ValueError(f"{path} is not a plain-data checkpoint and was not loaded: {error}") from None
-        hparams = dict(checkpoint.get("hyper_parameters") or {}) if isinstance(checkpoint, dict) else {}
-        if not hparams.get("vocabulary") or "state_dict" not in checkpoint:
-            raise ValueError(f"{path} is not a captioning checkpoint (no vocabulary or weights in it)")
-        hparams.pop("_instantiator", None)
-        hparams.pop("_class_path", None)
-        model = instantiate_module(cls, hparams)
-        model.load_state_dict(checkpoint["state_dict"])
-        return model.eval()
+        return load_module(cls, path, required=("vocabulary",), kind="captioning", map_location=map_location)
 
     def set_vocabulary(self, vocabulary: Vocabulary) -> None:
         """Fix the vocabulary and build the decoder for it (once; the vocabulary is part of the checkpoint)."""
@@ -130,9 +116,7 @@ class CaptioningModule(L.LightningModule):
 
     def features(self, inputs: Tensor) -> Tensor:
         """Annotation vectors (B, L, D) from cached grids (B, L, D) or images (B, 3, S, S)."""
-        if inputs.dim() == 4:
-            return self.encoder(inputs)
-        return inputs.float()
+        return self.encoder.annotations(inputs)
 
     def generate(self, inputs: Tensor, *, beam_size: int | None = None) -> Generated:
         """Captions (token ids and per-word attention) for cached grids or images."""

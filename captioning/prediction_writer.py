@@ -19,6 +19,14 @@ def image_id_of(path: str) -> int | str:
     return int(digits) if digits.isdigit() else stem
 
 
+def write_json_atomically(path: Path, value: Any) -> None:
+    """Write JSON to a temporary file next to `path`, then rename it into place: never a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
+        json.dump(value, handle, indent=1)
+    os.replace(handle.name, path)
+
+
 class CaptionResultsWriter(BasePredictionWriter):
     """Collects every predicted caption and writes them once, atomically, at the end of `predict`.
 
@@ -36,8 +44,5 @@ class CaptionResultsWriter(BasePredictionWriter):
             for batch in predictions
             for item in batch
         ]
-        self.output.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=self.output.parent, delete=False, suffix=".tmp") as handle:
-            json.dump(results, handle, indent=1)
-        os.replace(handle.name, self.output)
+        write_json_atomically(self.output, results)
         pl_module.print(f"wrote {len(results)} captions to {self.output}")

