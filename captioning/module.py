@@ -136,6 +136,16 @@ class CaptioningModule(L.LightningModule):
     def caption(self, inputs: Tensor, *, beam_size: int | None = None) -> list[str]:
         return [self.vocabulary.decode(tokens) for tokens in self.generate(inputs, beam_size=beam_size).tokens]
 
+    def caption_words(self, tokens: list[int], weights: Tensor) -> tuple[list[str], Tensor]:
+        """The words of one generated caption and the attention row (n_words, L) of each, for overlays.
+
+        Ids that `Vocabulary.words` skips (<start>, <pad>: an untrained model can emit them) are dropped with
+        their rows, so words and rows stay aligned and the words join to `vocabulary.decode(tokens)`.
+        """
+        v = self.vocabulary
+        rows = [i for i, token in enumerate(tokens) if token not in (v.start_id, v.pad_id)]
+        return v.words(tokens[i] for i in rows), weights[rows]
+
     def _require_vocabulary(self) -> None:
         if self.decoder is None:
             raise RuntimeError("the model has no vocabulary yet: train it on a dataset or load a checkpoint")
@@ -216,11 +226,18 @@ class CaptioningModule(L.LightningModule):
         self._evaluation_epoch_end("test")
 
     def predict_step(self, batch: dict, batch_idx: int) -> list[dict]:
+        """Per readable image: its path, caption, words and their attention weights (n_words, L), on the CPU
+        (for the prediction writers: captions JSON, attention overlays)."""
         for path, error in batch.get("errors", []):
             self.print(f"skipped {path}: {error}")
         if "inputs" not in batch:
             return []
-        return [{"path": path, "caption": caption} for path, caption in zip(batch["path"], self.caption(batch["inputs"]))]
+        generated = self.generate(batch["inputs"])
+        results = []
+        for path, tokens, weights in zip(batch["path"], generated.tokens, generated.weights):
+            words, rows = self.caption_words(tokens, weights)
+            results.append({"path": path, "caption": " ".join(words), "words": words, "weights": rows.cpu()})
+        return results
 
     def configure_optimizers(self):
         groups = [{"params": list(self.decoder.parameters()), "lr": self.hparams.learning_rate}]

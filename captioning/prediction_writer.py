@@ -24,6 +24,9 @@ def write_json_atomically(path: Path, value: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as handle:
         json.dump(value, handle, indent=1)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(handle.name, 0o666 & ~umask)  # a temporary file is private (0600); results are ordinary files
     os.replace(handle.name, path)
 
 

@@ -1,0 +1,179 @@
+"""Attention weights as pictures: heat maps over the photo, a per-word grid and an animated GIF.
+
+The encoder squashes the whole photo to a square S x S input (no crop), so grid cell (r, c) of a
+grid x grid map covers x in [c, c+1] / grid * width and y in [r, r+1] / grid * height of the original photo,
+with different x and y scales for a non-square photo. `upsample` maps the weights back onto the photo's own
+pixels that way; the other functions only draw. Pure functions of their inputs: nothing here reads a model.
+
+The colour map is matplotlib's 'inferno' (perceptually uniform, readable in grey), given by ten of its
+colours and interpolated linearly, so no plotting library is needed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image, ImageDraw, ImageFont
+from torch import Tensor
+
+# matplotlib's inferno at 0, 1/9, ..., 1 (the same colours as R viridisLite::inferno(10)).
+_INFERNO = np.array(
+    [
+        (0x00, 0x00, 0x04),
+        (0x1B, 0x0C, 0x42),
+        (0x4B, 0x0C, 0x6B),
+        (0x78, 0x1C, 0x6D),
+        (0xA5, 0x2C, 0x60),
+        (0xCF, 0x44, 0x46),
+        (0xED, 0x69, 0x25),
+        (0xFB, 0x9A, 0x06),
+        (0xF7, 0xD0, 0x3C),
+        (0xFC, 0xFF, 0xA4),
+    ],
+    dtype=np.float64,
+)
+_TITLE_HEIGHT = 18  # pixels of the strip that holds a tile's title
+_TILE_GAP = 4  # pixels between tiles
+
+
+def upsample(weights: Tensor, grid: int, size: tuple[int, int]) -> np.ndarray:
+    """A grid x grid attention map stretched smoothly over a photo of `size` = (width, height).
+
+    Bilinear interpolation with align_corners=False treats each weight as the value at its cell's centre, so
+    cell (r, c) lands on x in [c, c+1] / grid * width, y in [r, r+1] / grid * height (the squashed square the
+    encoder saw, stretched back). The result is normalised for display by dividing by its maximum, so the
+    most attended place is 1 whatever the grid size; the raw weights are kept elsewhere (the export's JSON).
+
+    Args:
+        weights: (L,) with L = grid**2, row-major (location r * grid + c is row r, column c).
+        grid: the side of the square grid.
+        size: (width, height) of the photo, as PIL gives it.
+
+    Returns:
+        (height, width) float32 array in [0, 1]; all zeros when the weights are all zero.
+    """
+    width, height = size
+    if weights.numel() != grid * grid:
+        raise ValueError(f"expected {grid}x{grid} = {grid * grid} attention weights, got {weights.numel()}")
+    cells = weights.detach().to("cpu", torch.float32).reshape(1, 1, grid, grid)  # (1, 1, grid, grid)
+    heat = F.interpolate(cells, size=(height, width), mode="bilinear", align_corners=False)[0, 0]  # (H, W)
+    heat = heat.clamp(min=0.0)
+    peak = float(heat.max())
+    if peak > 0:
+        heat = heat / peak
+    return heat.numpy()
+
+
+def heat_maps(weights: Tensor, grid: int, size: tuple[int, int]) -> list[np.ndarray]:
+    """`upsample` for every row of weights (N, L): one (height, width) map per word or hop."""
+    return [upsample(row, grid, size) for row in weights]
+
+
+def colorize(heat: np.ndarray) -> np.ndarray:
+    """(H, W) values in [0, 1] -> (H, W, 3) uint8 colours of the inferno map (dark = little, yellow = much)."""
+    position = np.clip(np.asarray(heat, dtype=np.float64), 0.0, 1.0) * (len(_INFERNO) - 1)
+    low = np.floor(position).astype(np.int64).clip(max=len(_INFERNO) - 2)  # (H, W) anchor below
+    fraction = (position - low)[..., None]  # (H, W, 1)
+    colours = _INFERNO[low] * (1.0 - fraction) + _INFERNO[low + 1] * fraction  # (H, W, 3)
+    return np.rint(colours).astype(np.uint8)
+
+
+def overlay(image: Image.Image, heat: np.ndarray, alpha: float = 0.6) -> Image.Image:
+    """The photo with the coloured heat map blended over it: (1 - alpha) * photo + alpha * colour.
+
+    Args:
+        image: the photo (any mode; drawn as RGB).
+        heat: (height, width) in [0, 1], the photo's own size (see `upsample`).
+        alpha: opacity of the colour map, 0 (photo only) .. 1 (map only).
+    """
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    if heat.shape != (image.height, image.width):
+        raise ValueError(f"heat map is {heat.shape[::-1]} (width, height) but the image is {image.size}")
+    photo = np.asarray(image.convert("RGB"), dtype=np.float64)  # (H, W, 3)
+    blended = (1.0 - alpha) * photo + alpha * colorize(heat)
+    return Image.fromarray(np.rint(blended).astype(np.uint8))
+
+
+def titled(image: Image.Image, title: str) -> Image.Image:
+    """The image under a strip with `title` in it, cut with an ellipsis when it is wider than the image."""
+    tile = Image.new("RGB", (image.width, image.height + _TITLE_HEIGHT), "white")
+    tile.paste(image.convert("RGB"), (0, _TITLE_HEIGHT))
+    draw = ImageDraw.Draw(tile)
+    font = ImageFont.load_default()
+    if not isinstance(font, ImageFont.FreeTypeFont):  # Pillow without FreeType: a Latin-1 bitmap font
+        title = title.encode("latin-1", "replace").decode("latin-1")
+    draw.text((2, 2), _fitted(draw, font, title, image.width - 4), fill="black", font=font)
+    return tile
+
+
+def _fitted(draw: ImageDraw.ImageDraw, font: ImageFont.ImageFont | ImageFont.FreeTypeFont, text: str, width: int) -> str:
+    """The longest prefix of text (with '...' when cut) that fits in `width` pixels."""
+    if draw.textlength(text, font=font) <= width:
+        return text
+    text = text[: max(1, width)]  # no glyph is narrower than a pixel: the rest cannot fit
+    while text and draw.textlength(text + "...", font=font) > width:
+        text = text[:-1]
+    return text + "..." if text else ""
+
+
+def word_grid(
+    image: Image.Image,
+    words: Sequence[str],
+    maps: Sequence[np.ndarray],
+    columns: int = 5,
+    *,
+    tile_size: int = 224,
+    image_title: str = "",
+) -> Image.Image:
+    """One picture of a whole caption (or every hop of an answer): the photo first, then one titled overlay
+    tile per word, `columns` tiles a row. Tiles keep the photo's aspect ratio, longest side `tile_size`.
+
+    Args:
+        image: the photo.
+        words: the tile titles, one per map.
+        maps: (height, width) heat maps in [0, 1] at the photo's size (see `upsample`).
+        columns: tiles per row.
+        tile_size: longest side of a tile in pixels.
+        image_title: the title over the photo's own tile.
+    """
+    if len(words) != len(maps):
+        raise ValueError(f"{len(words)} titles for {len(maps)} maps")
+    if columns < 1:
+        raise ValueError(f"columns must be at least 1, got {columns}")
+    scale = tile_size / max(image.size)
+    size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+    small = image.convert("RGB").resize(size, Image.Resampling.BILINEAR)
+    tiles = [titled(small, image_title)]
+    for word, heat in zip(words, maps):
+        shrunk = np.asarray(Image.fromarray(np.asarray(heat, dtype=np.float32)).resize(size, Image.Resampling.BILINEAR))
+        tiles.append(titled(overlay(small, shrunk), word))
+    return _tiled(tiles, columns)
+
+
+def _tiled(tiles: list[Image.Image], columns: int) -> Image.Image:
+    """Equal-sized tiles laid out left to right, top to bottom, on white."""
+    width, height = tiles[0].size
+    columns = min(columns, len(tiles))
+    rows = -(-len(tiles) // columns)
+    sheet = Image.new("RGB", (columns * width + (columns - 1) * _TILE_GAP, rows * height + (rows - 1) * _TILE_GAP), "white")
+    for index, tile in enumerate(tiles):
+        row, column = divmod(index, columns)
+        sheet.paste(tile, (column * (width + _TILE_GAP), row * (height + _TILE_GAP)))
+    return sheet
+
+
+def save_gif(frames: Sequence[Image.Image], path: str | Path, duration_ms: int = 800) -> None:
+    """An endlessly looping GIF showing each frame for `duration_ms`.
+
+    GIF writers merge consecutive identical frames, so give frames that differ (e.g. titled with the word's
+    position) when the file must have one frame per word.
+    """
+    if not frames:
+        raise ValueError("a GIF needs at least one frame")
+    first, *rest = [frame.convert("RGB") for frame in frames]
+    first.save(Path(path), save_all=True, append_images=rest, duration=duration_ms, loop=0)

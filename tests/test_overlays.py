@@ -1,0 +1,240 @@
+"""Attention overlays: where a grid cell lands on the photo, the pictures drawn from it, and the export
+commands (`python -m captioning.export`, `python -m vqa.export`, the `predict` callback) end to end on tiny
+untrained checkpoints."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from captioning.overlays import colorize, overlay, save_gif, upsample, word_grid
+from test_cli import run_module
+
+GRID = 7
+SPECIALS = ["<pad>", "<start>", "<end>", "<unk>"]
+
+
+# -- geometry ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cell", [(0, 6), (2, 4), (6, 0)])  # top-right corner, interior (r != c), bottom-left
+@pytest.mark.parametrize("size", [(224, 224), (640, 480)])  # (width, height): square and squashed
+def test_a_peaked_cell_lands_on_its_region_of_the_photo(cell, size):
+    r, c = cell
+    width, height = size
+    weights = torch.full((GRID * GRID,), 0.1 / (GRID * GRID - 1))
+    weights[r * GRID + c] = 0.9
+    heat = upsample(weights, GRID, size)
+    assert heat.shape == (height, width) and heat.dtype == np.float32
+    assert heat.min() >= 0.0 and heat.max() == pytest.approx(1.0)  # normalised for display
+
+    left, right = c / GRID * width, (c + 1) / GRID * width
+    top, bottom = r / GRID * height, (r + 1) / GRID * height
+    y, x = np.unravel_index(np.argmax(heat), heat.shape)
+    assert left <= x + 0.5 <= right and top <= y + 0.5 <= bottom
+
+    # mass centre (pixel centres at i + 0.5): inside the region; on an axis where the cell is not on the
+    # photo's border (where the map is clamped, pushing the centre outwards), within a tenth of a cell of its middle
+    mass = heat - heat.min()  # the flat background of the other cells removed
+    ys, xs = np.mgrid[0:height, 0:width] + 0.5
+    centre_x, centre_y = (mass * xs).sum() / mass.sum(), (mass * ys).sum() / mass.sum()
+    slack_x, slack_y = (0.1 if 0 < index < GRID - 1 else 0.5 for index in (c, r))
+    assert abs(centre_x - (left + right) / 2) < slack_x * width / GRID
+    assert abs(centre_y - (top + bottom) / 2) < slack_y * height / GRID
+
+    inside = mass[int(np.ceil(top - 0.5)) : int(np.ceil(bottom - 0.5)), int(np.ceil(left - 0.5)) : int(np.ceil(right - 0.5))]
+    assert inside.sum() / mass.sum() > 0.5
+
+
+def test_upsample_refuses_weights_of_another_grid():
+    with pytest.raises(ValueError, match="7x7"):
+        upsample(torch.ones(48), GRID, (10, 10))
+
+
+# -- pictures ------------------------------------------------------------------------------------------------
+
+
+def test_overlay_blends_the_colour_map_over_the_photo():
+    photo = Image.new("RGB", (64, 48), (10, 200, 30))
+    heat = np.zeros((48, 64), dtype=np.float32)
+    heat[:, 32:] = 1.0
+    assert overlay(photo, heat, alpha=0.0).tobytes() == photo.tobytes()
+    full = np.asarray(overlay(photo, heat, alpha=1.0))
+    assert full.shape == (48, 64, 3)
+    assert tuple(full[0, 0]) == (0, 0, 4) and tuple(full[0, -1]) == (252, 255, 164)  # inferno's ends
+    half = np.asarray(overlay(photo, heat, alpha=0.5)).astype(int)
+    assert np.abs(half[0, 0] - (np.array([10, 200, 30]) + [0, 0, 4]) / 2).max() <= 1
+    with pytest.raises(ValueError, match="heat map"):
+        overlay(photo, np.zeros((64, 48)))
+    ramp = colorize(np.linspace(0, 1, 50)[None, :])[0].astype(int)
+    assert (np.diff(ramp.sum(-1)) >= 0).all()  # brighter with more attention
+
+
+def test_word_grid_lays_out_titled_tiles_and_survives_long_words():
+    photo = Image.new("RGB", (100, 50), "gray")
+    words = ["a", "x" * 500, "naïve", "北京", "dog", "<unk>", "ends"]
+    maps = [np.random.default_rng(i).random((50, 100)).astype(np.float32) for i in range(len(words))]
+    sheet = word_grid(photo, words, maps, columns=3)
+    tile_w, tile_h = 224, 112 + 18  # longest side 224, plus the title strip
+    assert sheet.size == (3 * tile_w + 2 * 4, 3 * tile_h + 2 * 4)  # 8 tiles in 3 rows, 4 px gaps
+    assert word_grid(photo, [], []).size == (tile_w, tile_h)  # the photo alone
+    with pytest.raises(ValueError):
+        word_grid(photo, words[:2], maps)
+
+
+def test_gif_has_one_frame_per_image(tmp_path):
+    frames = [Image.new("RGB", (40, 30), (40 * i, 0, 0)) for i in range(5)]
+    save_gif(frames, tmp_path / "a.gif", duration_ms=300)
+    with Image.open(tmp_path / "a.gif") as gif:
+        assert gif.n_frames == 5 and gif.size == (40, 30) and gif.info["duration"] == 300
+    with pytest.raises(ValueError):
+        save_gif([], tmp_path / "b.gif")
+
+
+# -- export end to end ---------------------------------------------------------------------------------------
+
+CAPTION_WORDS = ["a", "red", "blue", "circle", "square", "above", "below"]
+
+
+@pytest.fixture(scope="module")
+def caption_checkpoint(tmp_path_factory) -> Path:
+    """An untrained tiny captioning model (EfficientNet-Lite0, 7x7 grid) that always says 6 real words."""
+    from captioning.module import CaptioningModule
+
+    torch.manual_seed(0)
+    model = CaptioningModule(vocabulary=SPECIALS + CAPTION_WORDS, embed_dim=8, decoder_dim=8, attention_dim=8, max_length=6)
+    with torch.no_grad():
+        # never ends early nor says a special token: a caption of max_length real words
+        model.decoder.out.bias[: len(SPECIALS)] = -30.0
+    path = tmp_path_factory.mktemp("ckpt") / "tiny.ckpt"
+    torch.save({"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams)}, path)
+    loaded = CaptioningModule.load(path)
+    assert loaded.vocabulary.tokens == SPECIALS + CAPTION_WORDS and loaded.encoder.grid_size == GRID
+    return path
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory) -> Path:
+    """A non-square RGB photo, a grayscale one and a broken file."""
+    folder = tmp_path_factory.mktemp("photos")
+    rng = np.random.default_rng(0)
+    Image.fromarray(rng.integers(0, 255, (60, 90, 3), dtype=np.uint8)).save(folder / "wide.png")
+    Image.fromarray(rng.integers(0, 255, (80, 40), dtype=np.uint8)).save(folder / "tall.jpg")
+    (folder / "broken.jpg").write_bytes(b"not an image")
+    return folder
+
+
+def check_caption_export(folder: Path, image_size: tuple[int, int]) -> dict:
+    """Every file of one image's export is there and the JSON is consistent with them."""
+    record = json.loads((folder / "caption.json").read_text())
+    words = record["words"]
+    assert len(words) == 6 and record["caption"] == " ".join(words) and set(words) <= set(CAPTION_WORDS)
+    assert record["grid_size"] == [GRID, GRID] and record["image_size"] == list(image_size)
+    assert len(record["weights"]) == len(words)
+    for row in record["weights"]:
+        assert len(row) == GRID * GRID and sum(row) == pytest.approx(1.0, abs=1e-4) and min(row) >= 0
+    overlays = sorted(folder.glob("word_*.png"))
+    assert [p.name for p in overlays] == [f"word_{i:02d}_{w}.png" for i, w in enumerate(words, 1)]
+    for path in overlays:
+        with Image.open(path) as picture:
+            assert picture.size == image_size
+    with Image.open(folder / "attention.gif") as gif:
+        assert gif.n_frames == len(words)
+    with Image.open(folder / "grid.png") as grid:
+        assert grid.width > grid.height  # 7 tiles, 5 a row: two rows of wide tiles
+    return record
+
+
+def test_caption_export_command_writes_every_file_and_skips_a_broken_image(tmp_path, caption_checkpoint, photos):
+    out = tmp_path / "out"
+    result = run_module("captioning.export", str(caption_checkpoint), str(photos), "--output", str(out), "--beam-size", "2", cwd=tmp_path)
+    assert "broken.jpg" in result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["tall", "wide"]
+    check_caption_export(out / "wide", (90, 60))
+    check_caption_export(out / "tall", (40, 80))
+
+
+def test_caption_export_fails_only_when_nothing_was_exported(tmp_path, caption_checkpoint, photos, capsys):
+    from captioning.export import main
+
+    assert main([str(caption_checkpoint), str(photos / "broken.jpg"), str(tmp_path / "missing.png"), "--output", str(tmp_path)]) == 1
+    errors = capsys.readouterr().err
+    assert "broken.jpg" in errors and "missing.png" in errors and "no image could be exported" in errors
+    assert main([str(tmp_path / "none.ckpt"), str(photos), "--output", str(tmp_path)]) == 2
+    assert "checkpoint not found" in capsys.readouterr().err
+
+
+def test_caption_words_keep_words_and_attention_rows_aligned(caption_checkpoint):
+    from captioning.module import CaptioningModule
+
+    model = CaptioningModule.load(caption_checkpoint)
+    v = model.vocabulary
+    tokens = [v.index("a"), v.pad_id, v.index("red"), v.start_id, v.index("circle")]
+    weights = torch.arange(5.0)[:, None].expand(5, GRID * GRID)
+    words, rows = model.caption_words(tokens, weights)
+    assert words == ["a", "red", "circle"] and rows[:, 0].tolist() == [0.0, 2.0, 4.0]
+
+
+def test_overlay_writer_in_predict(tmp_path, caption_checkpoint, photos):
+    import lightning
+
+    # the Trainer's ckpt_path also wants the Lightning version that wrote the file
+    checkpoint = {**torch.load(caption_checkpoint, weights_only=True), "pytorch-lightning_version": lightning.__version__}
+    torch.save(checkpoint, tmp_path / "tiny.ckpt")
+    out, captions = tmp_path / "overlays", tmp_path / "captions.json"
+    result = run_module(
+        "captioning", "predict", f"--ckpt_path={tmp_path / 'tiny.ckpt'}", f"--data.predict_path={photos}",
+        "--trainer.callbacks+=captioning.overlay_writer.OverlayWriter", f"--trainer.callbacks.init_args.output_dir={out}",
+        f"--writer.output={captions}", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
+    assert "broken.jpg" in result.stdout + result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["tall", "wide"]
+    by_image = {Path(r["image"]).stem: r for r in (check_caption_export(out / n, s) for n, s in [("wide", (90, 60)), ("tall", (40, 80))])}
+    results = json.loads(captions.read_text())  # the captions writer is unchanged and agrees with the overlays
+    assert {r["image_id"]: r["caption"] for r in results} == {stem: r["caption"] for stem, r in by_image.items()}
+
+
+@pytest.fixture(scope="module")
+def vqa_checkpoint(tmp_path_factory) -> Path:
+    from vqa.module import VqaModule
+
+    torch.manual_seed(0)
+    model = VqaModule(
+        question_vocabulary=SPECIALS + ["what", "colour", "is", "the", "circle"], answers=["red", "blue", "yes", "no"],
+        embed_dim=8, question_dim=8, attention_dim=8,
+    )
+    path = tmp_path_factory.mktemp("vqa") / "tiny.ckpt"
+    torch.save({"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams)}, path)
+    assert VqaModule.load(path).answer_vocabulary.answers == ["red", "blue", "yes", "no"]
+    return path
+
+
+def test_vqa_export_command_writes_every_hop(tmp_path, vqa_checkpoint, photos):
+    out = tmp_path / "answer"
+    question = "What colour is the circle?"
+    run_module("vqa.export", str(vqa_checkpoint), str(photos / "wide.png"), "--question", question, "--output", str(out), cwd=tmp_path)
+    record = json.loads((out / "answer.json").read_text())
+    assert record["question"] == question and record["grid_size"] == [GRID, GRID] and record["image_size"] == [90, 60]
+    assert sorted(a for a, _ in record["answers"]) == ["blue", "no", "red", "yes"]
+    assert sum(p for _, p in record["answers"]) == pytest.approx(1.0, abs=1e-4)
+    assert len(record["weights"]) == 2  # hops
+    for row in record["weights"]:
+        assert len(row) == GRID * GRID and sum(row) == pytest.approx(1.0, abs=1e-4)
+    assert sorted(p.name for p in out.iterdir()) == ["answer.json", "grid.png", "hop_1.png", "hop_2.png"]
+    with Image.open(out / "hop_2.png") as hop:
+        assert hop.size == (90, 60)
+
+
+def test_vqa_export_refuses_an_empty_question(tmp_path, vqa_checkpoint, photos, capsys):
+    from vqa.export import main
+
+    out = tmp_path / "answer"
+    assert main([str(vqa_checkpoint), str(photos / "wide.png"), "--question", "  ?", "--output", str(out)]) == 2
+    assert "the question is empty" in capsys.readouterr().err
+    assert not out.exists()
+    assert main([str(vqa_checkpoint), str(photos / "broken.jpg"), "--question", "is it red", "--output", str(out)]) == 2
+    assert "broken.jpg" in capsys.readouterr().err

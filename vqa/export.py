@@ -1,0 +1,102 @@
+"""`python -m vqa.export CHECKPOINT IMAGE --question "..." --output DIR [--top 5]`: answer a question about
+a photo and write where each attention hop looked.
+
+DIR receives `hop_1.png`, `hop_2.png`, ... (one overlay per hop), `grid.png` (the photo titled with the best
+answer, then the hops titled "hop k") and `answer.json` {"image", "question", "answers": [[answer, prob], ...],
+"grid_size": [h, w], "image_size": [width, height], "weights": one row of grid_size**2 raw weights per hop}.
+An empty question, or one made only of unknown words, exits with the reason and writes nothing.
+The pictures are drawn by `captioning.overlays`, the same as the caption overlays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from PIL import Image
+
+from captioning.overlays import heat_maps, overlay, word_grid
+from captioning.prediction_writer import write_json_atomically
+from data.images import load_image
+from vqa.module import VqaModule
+from vqa.questions import QuestionError
+
+
+def export_answer(
+    model: VqaModule, image: Image.Image, question: str, out_dir: Path, *, top: int = 5, source: str = ""
+) -> dict:
+    """Answer `question` about one photo and write the hop overlays, grid and answer.json into out_dir.
+
+    Args:
+        model: a trained VQA model (e.g. `VqaModule.load(path)`).
+        image: the photo, as `data.images.load_image` gives it.
+        question: the question as typed.
+        out_dir: the folder to write into (created when missing).
+        top: how many answers to keep, most probable first.
+        source: what the photo is called in answer.json (its path, usually).
+
+    Returns:
+        The answer.json record.
+
+    Raises:
+        vqa.questions.QuestionError: the question is empty or all unknown words (nothing is written).
+    """
+    with torch.inference_mode():
+        answered = model.answer(model.encoder.transform()(image).to(model.device), question, top=top)
+    grid = model.encoder.grid_size
+    maps = heat_maps(answered.weights, grid, image.size)  # K maps (height, width)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for hop, heat in enumerate(maps, start=1):
+        overlay(image, heat).save(out_dir / f"hop_{hop}.png")
+    best, probability = answered.answers[0]
+    titles = [f"hop {hop}" for hop in range(1, len(maps) + 1)]
+    word_grid(image, titles, maps, image_title=f"{best} ({probability:.0%})").save(out_dir / "grid.png")
+    record = {
+        "image": source,
+        "question": question,
+        "answers": [[answer, p] for answer, p in answered.answers],
+        "grid_size": [grid, grid],
+        "image_size": list(image.size),
+        "weights": answered.weights.float().cpu().tolist(),
+    }
+    write_json_atomically(out_dir / "answer.json", record)
+    return record
+
+
+def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m vqa.export",
+        description="Answer a question about an image and write every attention hop as an overlay, a grid and JSON.",
+    )
+    parser.add_argument("checkpoint", type=Path, help="a VQA checkpoint (best.ckpt)")
+    parser.add_argument("image", type=Path, help="the image file")
+    parser.add_argument("--question", required=True, help="the question about the image")
+    parser.add_argument("--output", type=Path, required=True, help="folder that receives the files")
+    parser.add_argument("--top", type=int, default=5, help="how many answers to list (default 5)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_arguments(argv)
+    try:
+        model = VqaModule.load(args.checkpoint)  # FileNotFoundError, or ValueError for another kind of file
+        image = load_image(args.image)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    try:
+        record = export_answer(model, image, args.question, args.output, top=args.top, source=str(args.image))
+    except QuestionError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    answer, probability = record["answers"][0]
+    print(f"{args.question!r}: {answer} ({probability:.2f}) -> {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
