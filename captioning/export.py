@@ -28,7 +28,7 @@ from torch import Tensor
 
 from captioning.datamodule import IMAGE_SUFFIXES
 from captioning.module import CaptioningModule
-from captioning.overlays import heat_maps, overlay, save_gif, titled, word_grid
+from captioning.overlays import heat_maps, overlay, save_gif, save_png, titled, word_grid
 from captioning.prediction_writer import write_json_atomically
 from data.images import ImageLoadError, load_image
 
@@ -82,10 +82,10 @@ def write_caption_overlays(
     frames = []
     for number, (word, heat) in enumerate(zip(words, maps), start=1):
         picture = overlay(image, heat)
-        picture.save(out_dir / word_file_name(number, word))
+        save_png(picture, out_dir / word_file_name(number, word))
         picture.thumbnail((GIF_SIZE, GIF_SIZE))
         frames.append(titled(picture, f"{number}. {word}"))  # numbered: identical frames would be merged
-    word_grid(image, list(words), maps).save(out_dir / "grid.png")
+    save_png(word_grid(image, list(words), maps), out_dir / "grid.png")
     if not frames:  # the model ended the caption at once: show the photo alone
         photo = image.convert("RGB")
         photo.thumbnail((GIF_SIZE, GIF_SIZE))

@@ -38,6 +38,9 @@ _INFERNO = np.array(
 )
 _TITLE_HEIGHT = 18  # pixels of the strip that holds a tile's title
 _TILE_GAP = 4  # pixels between tiles
+# zlib level of the PNGs written: level 1 encodes a photo-sized overlay about 5x faster than PIL's default 6
+# for files about 7% larger, which keeps an interactive caption (one PNG per word) quick.
+PNG_COMPRESS_LEVEL = 1
 
 
 def upsample(weights: Tensor, grid: int, size: tuple[int, int]) -> np.ndarray:
@@ -167,13 +170,20 @@ def _tiled(tiles: list[Image.Image], columns: int) -> Image.Image:
     return sheet
 
 
+def save_png(image: Image.Image, path: str | Path) -> None:
+    """Write a PNG with the fast compression level PNG_COMPRESS_LEVEL."""
+    image.save(Path(path), format="PNG", compress_level=PNG_COMPRESS_LEVEL)
+
+
 def save_gif(frames: Sequence[Image.Image], path: str | Path, duration_ms: int = 800) -> None:
     """An endlessly looping GIF showing each frame for `duration_ms`.
 
-    GIF writers merge consecutive identical frames, so give frames that differ (e.g. titled with the word's
-    position) when the file must have one frame per word.
+    Each frame gets its own 256-colour palette by fast octree quantisation (PIL's default median cut takes
+    about 100x longer per frame, for no visible gain on smooth heat maps). GIF writers merge consecutive
+    identical frames, so give frames that differ (e.g. titled with the word's position) when the file must
+    have one frame per word.
     """
     if not frames:
         raise ValueError("a GIF needs at least one frame")
-    first, *rest = [frame.convert("RGB") for frame in frames]
+    first, *rest = [frame.convert("RGB").quantize(256, method=Image.Quantize.FASTOCTREE) for frame in frames]
     first.save(Path(path), save_all=True, append_images=rest, duration=duration_ms, loop=0)

@@ -105,3 +105,17 @@ def test_mass_in_boxes_is_the_mass_in_their_union():
     first = mass_in_box(weights[:1], boxes[0, :1], 4, 4) + mass_in_box(weights[:1], boxes[0, 1:2], 4, 4)
     assert got[0].item() == pytest.approx(first.item())  # disjoint boxes: the masses add
     assert got[1].item() == pytest.approx(mass_in_box(weights[1:], boxes[1, :1], 4, 4).item())  # padding ignored
+
+
+def test_optional_hidden_layer_before_the_answer_layer():
+    torch.manual_seed(3)
+    san = StackedAttention(feature_dim=6, question_dim=5, num_locations=3, num_answers=7, classifier_hidden=9).eval()
+    features, question = torch.randn(2, 3, 6), torch.randn(2, 5)
+    out = san(features, question)
+    _, hidden, _, _, answer = san.classifier
+    v = torch.tanh(san.image_projection(features))
+    u = question
+    for hop in san.hops:
+        context, _ = hop(u, v, hop.prepare(v))
+        u = context + u
+    assert torch.allclose(out.logits, answer(torch.relu(hidden(u))), atol=1e-6)

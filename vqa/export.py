@@ -18,7 +18,7 @@ from typing import Sequence
 import torch
 from PIL import Image
 
-from captioning.overlays import heat_maps, overlay, word_grid
+from captioning.overlays import heat_maps, overlay, save_png, word_grid
 from captioning.prediction_writer import write_json_atomically
 from data.images import load_image
 from vqa.module import VqaModule
@@ -51,10 +51,10 @@ def export_answer(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     for hop, heat in enumerate(maps, start=1):
-        overlay(image, heat).save(out_dir / f"hop_{hop}.png")
+        save_png(overlay(image, heat), out_dir / f"hop_{hop}.png")
     best, probability = answered.answers[0]
     titles = [f"hop {hop}" for hop in range(1, len(maps) + 1)]
-    word_grid(image, titles, maps, image_title=f"{best} ({probability:.0%})").save(out_dir / "grid.png")
+    save_png(word_grid(image, titles, maps, image_title=f"{best} ({probability:.0%})"), out_dir / "grid.png")
     record = {
         "image": source,
         "question": question,

@@ -49,6 +49,7 @@ class VqaModule(L.LightningModule):
         hops: K, the number of attention layers (2 in the paper; 1 for the ablation).
         dropout: dropout before the answer classifier.
         score: the attention score class of every hop (captioning's additive score, as in the paper).
+        classifier_hidden: a ReLU hidden layer of this size before the answer layer (0, the paper's, for none).
         targets: what the classifier is trained towards: `SoftScores` (default) or `MajorityAnswer`.
         learning_rate: Adam learning rate.
         encoder_learning_rate: Adam learning rate of the encoder's trainable blocks (when fine-tuning).
@@ -68,6 +69,7 @@ class VqaModule(L.LightningModule):
         hops: int = 2,
         dropout: float = 0.5,
         score: type[Score] = AdditiveScore,
+        classifier_hidden: int = 0,
         targets: type[AnswerTargets] = SoftScores,
         learning_rate: float = 1e-3,
         encoder_learning_rate: float = 1e-4,
@@ -116,6 +118,7 @@ class VqaModule(L.LightningModule):
             hops=h.hops,
             dropout=h.dropout,
             score=self.score,
+            classifier_hidden=h.classifier_hidden,
         )
 
     def target_of(self, sample: VqaSample, *, answers: AnswerVocabulary) -> Tensor:

@@ -8,6 +8,11 @@ query with what it saw, and attends again.
         u^k = sum_i p^k_i v_i + u^{k-1}                     the refined query
     answer = softmax(W_u u^K + b_u)                         u^0 = v_Q, the question vector
 
+The paper's classifier is that single layer. `classifier_hidden` > 0 puts one ReLU layer before it, as the
+SAN baseline of the CLEVR benchmark does (Johnson et al. 2017): a linear read-out of u^K = u^0 + sum_k z_k
+cannot compare what the question names with what the image shows (yes/no existence questions: the answer
+is an equality of two attributes, not a sum of them).
+
 Each hop's score is captioning's additive attention score (the same function Show-Attend-Tell uses;
 b_P cancels in the softmax), so the two models share their attention code; another score class can be
 given. Every hop's attention map is returned, for overlays and attention correctness.
@@ -41,6 +46,7 @@ class StackedAttention(nn.Module):
         hops: K, the number of attention layers (the paper's best is 2; 1 is the ablation).
         dropout: dropout before the classifier (the paper's 0.5).
         score: the attention score class of every hop.
+        classifier_hidden: size of a ReLU hidden layer before the answer layer; 0 (the paper) for none.
     """
 
     def __init__(
@@ -54,6 +60,7 @@ class StackedAttention(nn.Module):
         hops: int = 2,
         dropout: float = 0.5,
         score: type[Score] = AdditiveScore,
+        classifier_hidden: int = 0,
     ) -> None:
         super().__init__()
         if hops < 1:
@@ -67,7 +74,11 @@ class StackedAttention(nn.Module):
             )
             for _ in range(hops)
         )
-        self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(question_dim, num_answers))
+        if classifier_hidden > 0:
+            hidden = [nn.Dropout(dropout), nn.Linear(question_dim, classifier_hidden), nn.ReLU()]
+            self.classifier = nn.Sequential(*hidden, nn.Dropout(dropout), nn.Linear(classifier_hidden, num_answers))
+        else:
+            self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(question_dim, num_answers))
 
     def forward(self, features: Tensor, question: Tensor) -> SanOutput:
         """Grids (B, L, D) and question vectors (B, d) -> answer logits (B, A) and attention (B, K, L)."""

