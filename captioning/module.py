@@ -19,6 +19,7 @@ from captioning.checkpoints import load_module
 from captioning.decoder import ShowAttendTell
 from captioning.encoder import EfficientNetLite, Encoder
 from captioning.hparams import plain_hyperparameters
+from captioning.optimization import adam_with_epoch_decay
 from captioning.objectives import AttentionObjective, LossTerms, SoftAttention
 from captioning.metrics import score_captions
 from captioning.search import Generated, beam_search
@@ -240,10 +241,10 @@ class CaptioningModule(L.LightningModule):
         return results
 
     def configure_optimizers(self):
-        groups = [{"params": list(self.decoder.parameters()), "lr": self.hparams.learning_rate}]
-        trainable = [p for p in self.encoder.parameters() if p.requires_grad]
-        if trainable:
-            groups.append({"params": trainable, "lr": self.hparams.encoder_learning_rate})
-        optimizer = torch.optim.Adam(groups)
-        scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=self.hparams.lr_decay)
-        return {"optimizer": optimizer, "lr_scheduler": scheduler}
+        return adam_with_epoch_decay(
+            self.decoder.parameters(),
+            self.encoder,
+            learning_rate=self.hparams.learning_rate,
+            encoder_learning_rate=self.hparams.encoder_learning_rate,
+            lr_decay=self.hparams.lr_decay,
+        )

@@ -18,6 +18,7 @@ from captioning.attention_correctness import mass_in_boxes
 from captioning.checkpoints import load_module
 from captioning.encoder import EfficientNetLite, Encoder
 from captioning.hparams import plain_hyperparameters
+from captioning.optimization import adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 from data.vqa import VqaSample
 from vqa.answers import AnswerTargets, AnswerVocabulary, SoftScores
@@ -229,11 +230,10 @@ class VqaModule(L.LightningModule):
         ]
 
     def configure_optimizers(self):
-        decoder = list(self.question_encoder.parameters()) + list(self.san.parameters())
-        groups = [{"params": decoder, "lr": self.hparams.learning_rate}]
-        trainable = [p for p in self.encoder.parameters() if p.requires_grad]
-        if trainable:
-            groups.append({"params": trainable, "lr": self.hparams.encoder_learning_rate})
-        optimizer = torch.optim.Adam(groups)
-        scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=self.hparams.lr_decay)
-        return {"optimizer": optimizer, "lr_scheduler": scheduler}
+        return adam_with_epoch_decay(
+            [*self.question_encoder.parameters(), *self.san.parameters()],
+            self.encoder,
+            learning_rate=self.hparams.learning_rate,
+            encoder_learning_rate=self.hparams.encoder_learning_rate,
+            lr_decay=self.hparams.lr_decay,
+        )
