@@ -199,6 +199,22 @@ def test_caption_of_a_real_photo_gives_words_their_overlays_and_the_export(clien
     assert any(n.endswith("grid.png") for n in names) and any(n.endswith("attention.gif") for n in names)
 
 
+def test_the_caption_and_its_overlays_come_before_the_export(pictures, tmp_path):
+    handlers = demo.Handlers(*demo.load_models(CAPTION_CHECKPOINTS, SHAPES_SAN), tmp_path)
+    answers = handlers.caption({"path": str(pictures["coffee"]), "orig_name": "coffee.jpg"}, "soft", 2)
+    text, gallery, archive = next(answers)
+    assert text.split() and archive is None and [word for _, word in gallery] == text.split()
+    for path, _ in gallery:  # JPEG copies of the overlays, at the photo's size, outside the export folder
+        with Image.open(path) as preview:
+            assert preview.format == "JPEG" and preview.size == (600, 400)
+    final = next(answers)
+    assert final[:2] == (text, gallery) and next(answers, None) is None
+    with zipfile.ZipFile(final[2]) as exported:
+        names = exported.namelist()
+    assert sum(n.endswith(".png") and "/word_" in n for n in names) == len(gallery)
+    assert not any(n.endswith(".jpg") for n in names)
+
+
 def test_hard_attention_and_every_beam_width_answer(client, pictures, vocabulary):
     for beam_size in (1, demo.MAX_BEAM_SIZE):
         text, gallery, _ = caption(client, pictures["gray.jpg"], "hard", beam_size)

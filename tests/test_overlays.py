@@ -10,7 +10,8 @@ import pytest
 import torch
 from PIL import Image
 
-from captioning.overlays import colorize, overlay, save_gif, upsample, word_grid
+from captioning import overlays
+from captioning.overlays import colorize, overlay, save_gif, save_png, upsample, word_grid
 from test_cli import run_module
 
 GRID = 7
@@ -71,6 +72,24 @@ def test_overlay_blends_the_colour_map_over_the_photo():
         overlay(photo, np.zeros((64, 48)))
     ramp = colorize(np.linspace(0, 1, 50)[None, :])[0].astype(int)
     assert (np.diff(ramp.sum(-1)) >= 0).all()  # brighter with more attention
+
+
+def test_colorize_is_within_one_level_of_the_interpolated_colour_map():
+    heat = np.random.default_rng(0).random((300, 300))
+    exact = np.rint(overlays._interpolated(heat)).astype(int)
+    assert np.abs(colorize(heat).astype(int) - exact).max() <= 1
+    assert colorize(np.array([[-0.5, 2.0]])).tolist() == [[[0, 0, 4], [252, 255, 164]]]  # clipped to the ends
+
+
+@pytest.mark.parametrize("shape", [(37, 53, 3), (20, 31), (5, 7, 4), (1, 1, 3)])  # RGB, L, RGBA, one pixel
+def test_png_files_hold_exactly_the_picture(tmp_path, shape):
+    picture = Image.fromarray(np.random.default_rng(0).integers(0, 256, shape, dtype=np.uint8))
+    save_png(picture, tmp_path / "a.png")
+    with Image.open(tmp_path / "a.png") as back:
+        assert back.format == "PNG" and back.mode == picture.mode and back.tobytes() == picture.tobytes()
+    save_png(picture.convert("P"), tmp_path / "p.png")  # a mode the fast encoder leaves to PIL
+    with Image.open(tmp_path / "p.png") as back:
+        assert back.mode == "P" and back.size == picture.size
 
 
 def test_word_grid_lays_out_titled_tiles_and_survives_long_words():
