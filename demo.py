@@ -2,6 +2,7 @@
 
     python demo.py                      # then open http://127.0.0.1:7860
     python demo.py --host 0.0.0.0 --port 8080 --soft-checkpoint runs/.../best.ckpt
+    python demo.py --max-queue 16           # at most 16 requests waiting; more get a "busy" message
 
 Two tabs. "Caption": a photo, soft or hard attention, a beam width -> the caption and one attention overlay per
 word, then (a moment later: it is written after the page has them) a zip of the export folder
@@ -60,6 +61,10 @@ WORK_SIZE = 1024
 MAX_UPLOAD = "50mb"
 PICTURE_SUFFIXES = frozenset({".png", ".gif", ".jpg", ".jpeg"})  # stored in the export zip, not deflated
 EXPORT_MAX_AGE_S = 15 * 60  # an answer's files are deleted this long after (the page has its own copies)
+# Requests waiting at most, both tabs together (one of each tab runs meanwhile). One more is refused at once
+# with Gradio's busy message instead of queueing without bound: 64 holds 50 people waiting with one request
+# each (benchmarks/app_load.py), about half a minute's wait at the Caption tab's half a second per request.
+DEFAULT_MAX_QUEUE = 64
 # Real photos from scikit-image and ShapesWorld test scenes (what the bundled models were trained on).
 PHOTO_EXAMPLES = ("coffee", "astronaut", "chelsea")
 SCENE_EXAMPLES = (3, 1, 6)  # indices of ShapesWorld test scenes (seed 0)
@@ -206,7 +211,11 @@ class Handlers:
 
 
 def build_app(
-    *, caption_checkpoints: Mapping[str, Path], vqa_checkpoint: Path, work_dir: Path | None = None
+    *,
+    caption_checkpoints: Mapping[str, Path],
+    vqa_checkpoint: Path,
+    work_dir: Path | None = None,
+    max_queue: int = DEFAULT_MAX_QUEUE,
 ) -> gr.Blocks:
     """The Blocks app with its models loaded; serve it with `launch_app` (or `.launch`).
 
@@ -215,9 +224,14 @@ def build_app(
         vqa_checkpoint: the VQA checkpoint of the "Ask" tab.
         work_dir: where the example pictures and each request's files are written (a new temporary folder
             when not given).
+        max_queue: requests that may wait, both tabs together; a request beyond them is refused at once with
+            a busy message (the page: "This application is currently busy. Please try again."; gradio_client:
+            QueueError "Queue is full! Please try again."), so a crowd costs a bounded amount of memory.
     """
     if not caption_checkpoints:
         raise ValueError("build_app needs at least one captioning checkpoint")
+    if max_queue < 1:
+        raise ValueError(f"max_queue must be at least 1, got {max_queue}")
     captioners, vqa = load_models(caption_checkpoints, vqa_checkpoint)
     if work_dir is None:
         work_dir = Path(tempfile.mkdtemp(prefix="visual-attention-demo-"))
@@ -235,7 +249,7 @@ def build_app(
             _caption_tab(handlers, examples)
         with gr.Tab("Ask"):
             _ask_tab(handlers, examples)
-    return app
+    return app.queue(max_size=max_queue)
 
 
 def photo_input(*, elem_id: str) -> gr.Image:
@@ -305,7 +319,17 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     }
     for flag, (default, what) in checkpoints.items():
         parser.add_argument(flag, type=Path, default=default, help=f"{what} (default: the bundled ShapesWorld model)")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--max-queue",
+        type=int,
+        default=DEFAULT_MAX_QUEUE,
+        help="requests that may wait, both tabs together; more are refused with a busy message "
+        f"(default {DEFAULT_MAX_QUEUE})",
+    )
+    args = parser.parse_args(argv)
+    if args.max_queue < 1:
+        parser.error(f"--max-queue must be at least 1, got {args.max_queue}")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -314,6 +338,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         app = build_app(
             caption_checkpoints={"soft": args.soft_checkpoint, "hard": args.hard_checkpoint},
             vqa_checkpoint=args.vqa_checkpoint,
+            max_queue=args.max_queue,
         )
     except (FileNotFoundError, ValueError) as error:  # a checkpoint that is missing or not of the right kind
         raise SystemExit(f"error: {error}") from None

@@ -22,9 +22,13 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-import torch
-
-from captioning.checkpoints import ENCODER_FROM_PACKAGE, ENCODER_PREFIX, ENCODER_WEIGHTS, read_checkpoint
+from captioning.checkpoints import (
+    ENCODER_FROM_PACKAGE,
+    ENCODER_PREFIX,
+    ENCODER_WEIGHTS,
+    read_checkpoint,
+    write_checkpoint,
+)
 
 _KEPT = ("epoch", "global_step", "pytorch-lightning_version", "hyper_parameters")
 
@@ -64,8 +68,7 @@ def bundle(source: Path, target: Path) -> dict[str, Any]:
     cls = model_class(checkpoint)
     model = cls.load(source)  # refuses a file that is not a checkpoint of ours, and tells us the encoder's state
     compact = compact_checkpoint(checkpoint, encoder_frozen=model.encoder.frozen)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(compact, target)
+    write_checkpoint(compact, target)
     cls.load(target)
     return compact
 

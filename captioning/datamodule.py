@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader
 from captioning.batches import CachedInputs, CaptionPairs, EvaluationImages, ImageFiles, ImageInputs, pad_batch
 from captioning.encoder import Encoder
 from captioning.features import FeatureCache
+from captioning.resume import ResumableLoader, shuffle_seed
 from data.captions import CaptionDataset, CaptionSample
 from data.images import load_image
 from data.vocabulary import Vocabulary
@@ -128,8 +129,19 @@ class CaptionDataModule(L.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
+        """Shuffled (image, caption) pairs, resumable mid-epoch from a checkpoint (see `captioning.resume`)."""
         pairs = CaptionPairs(self._inputs("train"), self._encoded_captions("train", self.max_caption_length))
-        return self._loader(pairs, batch_size=self.batch_size, shuffle=True)
+        trainer = self.trainer
+        return ResumableLoader(
+            pairs,
+            batch_size=self.batch_size,
+            seed=shuffle_seed(),
+            num_replicas=trainer.world_size if trainer is not None else 1,
+            rank=trainer.global_rank if trainer is not None else 0,
+            num_workers=self.num_workers,
+            collate_fn=partial(pad_batch, pad_id=self.vocabulary.pad_id),
+            persistent_workers=self.num_workers > 0,
+        )
 
     def _evaluation_loader(self, stage: str) -> DataLoader:
         split = self.split_names[stage]

@@ -15,6 +15,7 @@ unrolls the decoder takes the `Read` to use; everything else is shared.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -65,6 +66,17 @@ class TeacherForced:
     locations: Tensor | None  # (B, T) the locations read at every step by a hard read; None for soft
 
 
+def grid_positions(num_locations: int) -> Tensor:
+    """(L, 2) the (x, y) centre of every cell of a square grid of L cells, flattened row-major like the
+    encoder's grid (location r * side + c is row r, column c), scaled to [-1, 1]."""
+    side = math.isqrt(num_locations)
+    if side * side != num_locations:
+        raise ValueError(f"grid coordinates need a square grid, got {num_locations} locations")
+    axis = torch.linspace(-1.0, 1.0, side) if side > 1 else torch.zeros(1)
+    rows, columns = torch.meshgrid(axis, axis, indexing="ij")  # (side, side) each
+    return torch.stack([columns, rows], dim=-1).reshape(num_locations, 2)
+
+
 class ShowAttendTell(nn.Module):
     """The caption decoder, for soft and hard attention alike (each unroll is given its `Read`).
 
@@ -79,6 +91,10 @@ class ShowAttendTell(nn.Module):
         score: the attention score class.
         state_from_image: start the LSTM from MLPs of the mean annotation vector (the paper); when False it
             starts from zeros, so everything the decoder knows of the image comes through attention.
+        coordinates: append each location's grid position (x, y), from -1 (left/top) to 1 (right/bottom), to its
+            annotation vector (as CoordConv does for convolutions; not in the paper). The context then tells the
+            LSTM where it looked, so the next look can aim relative to that ("to the left of" the object just
+            described): deep features alone look alike wherever an object is.
     """
 
     def __init__(
@@ -93,10 +109,15 @@ class ShowAttendTell(nn.Module):
         dropout: float = 0.5,
         score: type[Score] = AdditiveScore,
         state_from_image: bool = True,
+        coordinates: bool = False,
     ) -> None:
         super().__init__()
         self.vocab_size = vocab_size
         self.state_from_image = state_from_image
+        self.coordinates = coordinates
+        if coordinates:
+            self.register_buffer("positions", grid_positions(num_locations), persistent=False)  # (L, 2)
+            feature_dim += 2
         self.attention = Attention(
             score=score(
                 query_dim=decoder_dim, key_dim=feature_dim, attention_dim=attention_dim, num_locations=num_locations
@@ -113,7 +134,11 @@ class ShowAttendTell(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def start(self, features: Tensor) -> tuple[ImageMemory, LSTMState]:
-        """Prepare the image (B, L, D) once: the attention's key projection and the initial LSTM state."""
+        """Prepare the image (B, L, D) once (D + 2 with `coordinates`): the attention's key projection and the
+        initial LSTM state."""
+        if self.coordinates:
+            positions = self.positions.to(features.dtype).expand(features.shape[0], -1, -1)  # (B, L, 2)
+            features = torch.cat([features, positions], dim=-1)  # (B, L, D + 2)
         mean = features.mean(dim=1)  # (B, D)
         if not self.state_from_image:
             mean = torch.zeros_like(mean)  # the MLPs' biases alone: a learned image-independent start
@@ -152,7 +177,7 @@ class ShowAttendTell(nn.Module):
         embedded = self.embedding(inputs)  # (B, T, E)
         weights = features.new_empty(batch, steps, features.shape[1])  # (B, T, L)
         hidden = features.new_empty(batch, steps, state.h.shape[-1])  # (B, T, H)
-        context = features.new_empty(batch, steps, features.shape[2])  # (B, T, D)
+        context = features.new_empty(batch, steps, memory.features.shape[2])  # (B, T, D), D + 2 with coordinates
         locations = []
         for t in range(steps):
             weights[:, t], reading, context[:, t], state = self._advance(embedded[:, t], state, memory, read)

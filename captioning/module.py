@@ -18,6 +18,7 @@ from captioning.attention_correctness import mass_in_box
 from captioning.checkpoints import load_module
 from captioning.decoder import ShowAttendTell
 from captioning.encoder import EfficientNetLite, Encoder
+from captioning.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
 from captioning.hparams import plain_hyperparameters
 from captioning.optimization import adam_with_epoch_decay
 from captioning.objectives import AttentionObjective, LossTerms, SoftAttention
@@ -40,6 +41,7 @@ class CaptioningModule(L.LightningModule):
         score: the attention score class.
         state_from_image: initialise the LSTM from the mean annotation vector (the paper) or not (see
             `ShowAttendTell`).
+        coordinates: append each location's grid position to its annotation vector (see `ShowAttendTell`).
         attention: the attention mode and its training objective: `SoftAttention` (default, with the doubly
             stochastic penalty) or `HardAttention` (sampled locations, REINFORCE).
         label_smoothing: label smoothing of the word cross-entropy.
@@ -62,6 +64,7 @@ class CaptioningModule(L.LightningModule):
         dropout: float = 0.5,
         score: type[Score] = AdditiveScore,
         state_from_image: bool = True,
+        coordinates: bool = False,
         attention: AttentionObjective | None = None,
         label_smoothing: float = 0.0,
         learning_rate: float = 4e-4,
@@ -83,8 +86,9 @@ class CaptioningModule(L.LightningModule):
         self.vocabulary: Vocabulary | None = None
         if vocabulary is not None:
             self.set_vocabulary(Vocabulary(vocabulary))
+        # evaluation records by sample index, gathered across processes at the end of the epoch
         self._generated: dict[int, str] = {}
-        self._correctness: list[Tensor] = []
+        self._correctness: dict[int, Tensor] = {}
 
     @classmethod
     def load(cls, path: str | Path, *, map_location: str | torch.device = "cpu") -> "CaptioningModule":
@@ -111,6 +115,7 @@ class CaptioningModule(L.LightningModule):
             dropout=h.dropout,
             score=self.score,
             state_from_image=h.state_from_image,
+            coordinates=h.coordinates,
         )
 
     # -- inference -----------------------------------------------------------------------------------------
@@ -193,7 +198,8 @@ class CaptioningModule(L.LightningModule):
             self._generated[index] = self.vocabulary.decode(tokens)
 
     def _collect_correctness(self, weights: Tensor, batch: dict) -> None:
-        """Attention mass inside the ground-truth box at the words that name an object (teacher-forced)."""
+        """Attention mass inside the ground-truth box at the words that name an object (teacher-forced), kept
+        per image: the masses (G_i,) of image i's grounded words."""
         positions, boxes = batch["grounded_positions"], batch["grounded_boxes"]  # (B, G), (B, G, 4)
         found = positions >= 0
         if not bool(found.any()):
@@ -201,18 +207,29 @@ class CaptioningModule(L.LightningModule):
         rows = found.nonzero()[:, 0]
         grid = self.encoder.grid_size
         at_word = weights[rows, positions[found]]  # (N, L)
-        self._correctness.append(mass_in_box(at_word.float(), boxes[found], grid, grid))
+        masses = mass_in_box(at_word.float(), boxes[found], grid, grid).cpu()  # (N,) image by image
+        per_image = masses.split(found.sum(dim=1).tolist())
+        for index, image_masses in zip(batch["index"].tolist(), per_image):
+            if len(image_masses):
+                self._correctness[index] = image_masses.clone()  # its own storage: pickled alone when gathered
 
     def _evaluation_epoch_end(self, stage: str) -> None:
+        generated, correctness = gather_by_key(self._generated), gather_by_key(self._correctness)
+        self._generated, self._correctness = {}, {}
+        metrics = computed_on_rank_zero(lambda: self._caption_metrics(stage, generated, correctness))
+        log_on_every_rank(self, metrics, prog_bar={f"{stage}/BLEU-4", f"{stage}/CIDEr"})
+
+    def _caption_metrics(self, stage: str, generated: dict[int, str], correctness: dict[int, Tensor]) -> dict[str, float]:
+        """The caption scores and attention correctness of the images evaluated in this pass (all of the split,
+        or fewer under fast_dev_run / limit_*_batches), each image once."""
         references = self.trainer.datamodule.references(stage)
-        # only the images captioned in this pass: all of them, or fewer under fast_dev_run / limit_*_batches
-        ids = sorted(self._generated)
-        scores = score_captions({str(i): list(references[i]) for i in ids}, {str(i): self._generated[i] for i in ids})
-        for name, value in scores.items():
-            self.log(f"{stage}/{name}", value, prog_bar=name in ("BLEU-4", "CIDEr"))
-        if self._correctness:
-            self.log(f"{stage}/attention_correctness", torch.cat(self._correctness).mean())
-        self._generated, self._correctness = {}, []
+        ids = sorted(generated)
+        scores = score_captions({str(i): list(references[i]) for i in ids}, {str(i): generated[i] for i in ids})
+        metrics = {f"{stage}/{name}": float(value) for name, value in scores.items()}
+        if correctness:
+            masses = torch.cat([correctness[i] for i in sorted(correctness)])
+            metrics[f"{stage}/attention_correctness"] = masses.mean().item()
+        return metrics
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._evaluation_step(batch, "val")
@@ -227,17 +244,17 @@ class CaptioningModule(L.LightningModule):
         self._evaluation_epoch_end("test")
 
     def predict_step(self, batch: dict, batch_idx: int) -> list[dict]:
-        """Per readable image: its path, caption, words and their attention weights (n_words, L), on the CPU
-        (for the prediction writers: captions JSON, attention overlays)."""
+        """Per readable image: its index in the folder's listing, path, caption, words and their attention
+        weights (n_words, L), on the CPU (for the prediction writers: captions JSON, attention overlays)."""
         for path, error in batch.get("errors", []):
             self.print(f"skipped {path}: {error}")
         if "inputs" not in batch:
             return []
         generated = self.generate(batch["inputs"])
         results = []
-        for path, tokens, weights in zip(batch["path"], generated.tokens, generated.weights):
+        for index, path, tokens, weights in zip(batch["index"].tolist(), batch["path"], generated.tokens, generated.weights):
             words, rows = self.caption_words(tokens, weights)
-            results.append({"path": path, "caption": " ".join(words), "words": words, "weights": rows.cpu()})
+            results.append({"index": index, "path": path, "caption": " ".join(words), "words": words, "weights": rows.cpu()})
         return results
 
     def configure_optimizers(self):

@@ -1,4 +1,8 @@
-"""Writes `predict` results in the COCO results format, [{"image_id", "caption"}], as one JSON file."""
+"""Writes `predict` results in the COCO results format, [{"image_id", "caption"}], as one JSON file.
+
+Under DDP each process captions its own share of the images; the results are gathered and global rank 0
+writes the one file, in the order of the images, as a single process would.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ from typing import Any
 
 import lightning as L
 from lightning.pytorch.callbacks import BasePredictionWriter
+
+from captioning.gathering import gather_by_key
 
 
 def image_id_of(path: str) -> int | str:
@@ -31,7 +37,8 @@ def write_json_atomically(path: Path, value: Any) -> None:
 
 
 class CaptionResultsWriter(BasePredictionWriter):
-    """Collects every predicted caption and writes them once, atomically, at the end of `predict`.
+    """Collects every predicted caption, from every process, and writes them once, atomically, at the end of
+    `predict`.
 
     Args:
         output: the results JSON file.
@@ -42,10 +49,11 @@ class CaptionResultsWriter(BasePredictionWriter):
         self.output = Path(output)
 
     def write_on_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, predictions: Any, batch_indices: Any) -> None:
-        results = [
-            {"image_id": image_id_of(item["path"]), "caption": item["caption"]}
+        by_index = gather_by_key({
+            item["index"]: {"image_id": image_id_of(item["path"]), "caption": item["caption"]}
             for batch in predictions
             for item in batch
-        ]
-        write_json_atomically(self.output, results)
-        pl_module.print(f"wrote {len(results)} captions to {self.output}")
+        })
+        if trainer.is_global_zero:
+            write_json_atomically(self.output, [by_index[index] for index in sorted(by_index)])
+            pl_module.print(f"wrote {len(by_index)} captions to {self.output}")

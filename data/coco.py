@@ -15,7 +15,7 @@ from pycocotools.coco import COCO
 
 from data.captions import CaptionDataset, CaptionSample
 from data.errors import DatasetFormatError
-from data.json_files import read_json_object
+from data.json_files import is_relative_file, read_json_object
 from data.images import load_image
 
 
@@ -132,10 +132,12 @@ def _check_captions_file(document: dict[str, Any], path: Path) -> None:
     for number, image in enumerate(images):
         if not isinstance(image, dict):
             raise fail(f"images[{number}] is a {type(image).__name__}, not an object")
-        if not isinstance(image.get("id"), int):
+        if not _is_integer(image.get("id")):
             raise fail(f"images[{number}] has no integer 'id'")
         if not isinstance(image.get("file_name"), str):
             raise fail(f"images[{number}] has no 'file_name' string")
+        if not is_relative_file(image["file_name"]):
+            raise fail(f"images[{number}].file_name is {image['file_name']!r}, not a file name inside the image folder")
         if image["id"] in image_ids:
             raise fail(f"images[{number}] repeats image id {image['id']}")
         image_ids.add(image["id"])
@@ -148,7 +150,14 @@ def _check_captions_file(document: dict[str, Any], path: Path) -> None:
         for key in ("id", "image_id"):
             if key not in annotation:
                 raise fail(f"annotations[{number}] has no {key!r}")
+            if not _is_integer(annotation[key]):
+                raise fail(f"annotations[{number}].{key} is {annotation[key]!r}, expected an integer")
         if not isinstance(annotation.get("caption"), str):
             raise fail(f"annotations[{number}] has no 'caption' string; is this a caption file (captions_*.json)?")
         if annotation["image_id"] not in image_ids:
             raise fail(f"annotations[{number}] refers to image {annotation['image_id']!r}, which is not in 'images'")
+
+
+def _is_integer(value: Any) -> bool:
+    """An integer as COCO's ids are (JSON's true and false are not ids, though Python counts them as ints)."""
+    return isinstance(value, int) and not isinstance(value, bool)

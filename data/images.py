@@ -49,6 +49,8 @@ def load_image(source: str | Path | bytes, *, max_pixels: int = 50_000_000) -> I
     else:
         path = Path(source)
         name = str(path)
+        if "\x00" in name:  # os.stat would raise ValueError("embedded null byte")
+            raise ImageLoadError(f"cannot read image {name!r}: a file name cannot hold a null byte")
         if not path.exists():
             raise ImageLoadError(f"image file not found: {name}")
         if not path.is_file():

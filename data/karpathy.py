@@ -13,7 +13,7 @@ from PIL import Image
 
 from data.captions import CaptionDataset, CaptionSample
 from data.errors import DatasetFormatError
-from data.json_files import read_json_object
+from data.json_files import is_relative_file, read_json_object
 from data.images import load_image
 
 _SPLIT_OF = {"train": "train", "restval": "train", "val": "val", "test": "test"}
@@ -68,15 +68,15 @@ class KarpathyCaptions(CaptionDataset):
             where = f"images[{number}]"
             if not isinstance(entry, dict):
                 raise self._error(f"{where} is a {type(entry).__name__}, not an object")
-            filename = self._field(entry, where, "filename", str)
+            filename = self._file_name(entry, where, "filename")
             split = self._field(entry, where, "split", str)
             if split not in _SPLIT_OF:
                 raise self._error(f"{where} has split {split!r}; expected one of {', '.join(_SPLIT_OF)}")
-            image_id = _image_id(entry, filename)
+            image_id = self._image_id(entry, where, filename)
             if image_id in seen:
                 raise self._error(f"{where} has the same image id {image_id!r} as images[{seen[image_id]}]")
             seen[image_id] = number
-            subdir = self._field(entry, where, "filepath", str) if "filepath" in entry else ""
+            subdir = self._file_name(entry, where, "filepath") if "filepath" in entry else ""
             path = self._image_dir / subdir / filename
             captions = self._captions(entry, where)
             samples[_SPLIT_OF[split]].append(CaptionSample(image_id=image_id, captions=captions, path=path))
@@ -105,6 +105,25 @@ class KarpathyCaptions(CaptionDataset):
             raise self._error(f"{where}.{key} is a {type(entry[key]).__name__}, expected a {kind.__name__}")
         return entry[key]
 
+    def _file_name(self, entry: dict[str, Any], where: str, key: str) -> str:
+        """A file name ("filename") or sub-folder ("filepath", may be empty) inside the image folder."""
+        name = self._field(entry, where, key, str)
+        if not is_relative_file(name) and not (key == "filepath" and name == ""):
+            raise self._error(f"{where}.{key} is {name!r}, not a file name inside the image folder")
+        return name
+
+    def _image_id(self, entry: dict[str, Any], where: str, filename: str) -> str:
+        """COCO's id where the entry has one (it matches the COCO annotations), else the file's own id, else the
+        file name."""
+        for key in ("cocoid", "imgid"):
+            value = entry.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "":
+                raise self._error(f"{where}.{key} is {value!r}; expected an integer or a non-empty string")
+            return str(value)
+        return filename
+
     def _error(self, problem: str) -> DatasetFormatError:
         return DatasetFormatError(f"{self._annotations}: {problem}")
 
@@ -123,11 +142,3 @@ def _dataset_name(document: dict[str, Any], path: Path) -> str:
     """The file's "dataset" field ("flickr8k", "coco", ...), or the file name without its extension."""
     name = document.get("dataset")
     return name if isinstance(name, str) and name else path.stem
-
-
-def _image_id(entry: dict[str, Any], filename: str) -> str:
-    """COCO's id where the entry has one (it matches the COCO annotations), else the file's own id."""
-    for key in ("cocoid", "imgid"):
-        if entry.get(key) is not None:
-            return str(entry[key])
-    return filename

@@ -283,6 +283,8 @@ class _JsonFile:
         for k, answer in enumerate(self._field(entry, where, "answers", list)):
             at = f"{where}.answers[{k}]"
             answers.append(self._field(self._object(answer, at), at, "answer", str))
+        if not answers:
+            raise self.error(f"{where}.answers is empty; an annotation needs the human answers it is scored against")
         return tuple(answers)
 
     def _entries(self, key: str) -> list[tuple[str, dict[str, Any]]]:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from captioning.attention import DotScore, GeneralScore
-from captioning.decoder import ShowAttendTell
+from captioning.decoder import ShowAttendTell, grid_positions
 from captioning.losses import caption_loss, doubly_stochastic_penalty
 from captioning.search import beam_search, greedy_search
 
@@ -42,6 +42,34 @@ def test_teacher_forcing_equals_stepping_by_hand():
         logits = decoder.out(y + decoder.out_h(h) + decoder.out_z(z))
         assert torch.allclose(out.weights[:, t], alpha, atol=1e-6)
         assert torch.allclose(out.logits[:, t], logits, atol=1e-5)
+
+
+def test_grid_positions_follow_the_encoders_row_major_cells():
+    positions = grid_positions(9)  # a 3x3 grid: location r * 3 + c is row r, column c
+    assert positions.tolist() == [[x, y] for y in (-1.0, 0.0, 1.0) for x in (-1.0, 0.0, 1.0)]
+    assert grid_positions(1).tolist() == [[0.0, 0.0]]
+    with pytest.raises(ValueError, match="square grid"):
+        grid_positions(5)
+
+
+def test_coordinates_are_appended_to_every_annotation_and_read_with_it():
+    torch.manual_seed(0)
+    decoder = ShowAttendTell(
+        vocab_size=12, feature_dim=6, num_locations=4, embed_dim=8, decoder_dim=10, attention_dim=7, coordinates=True
+    ).eval()
+    features = torch.randn(2, 4, 6)
+    memory, state = decoder.start(features)
+    expected = torch.cat([features, torch.tensor([[-1.0, -1], [1, -1], [-1, 1], [1, 1]]).expand(2, 4, 2)], -1)
+    assert torch.equal(memory.features, expected)  # (B, L, D + 2): x then y of each cell
+    assert torch.allclose(state.h, torch.tanh(decoder.init_h(expected.mean(1))))
+    out = decoder(features, torch.tensor([[START, 3, 4], [START, 5, PAD]]))
+    step = decoder.step(torch.tensor([START, START]), state, memory)
+    assert torch.allclose(out.logits[:, 0], step.logits, atol=1e-6) and torch.allclose(out.weights[:, 0], step.weights)
+    # the LSTM and the deep output read the D + 2 wide context
+    z = decoder.out_z.weight.shape[1]
+    assert z == 8 and decoder.lstm.input_size == 8 + 8
+    generated = beam_search(decoder, features, start_id=START, end_id=END, beam_size=2, max_length=4)
+    assert len(generated.tokens) == 2
 
 
 def test_score_class_is_pluggable():

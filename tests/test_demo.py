@@ -16,10 +16,12 @@ import io
 import json
 import socket
 import struct
+import threading
 import time
 import zipfile
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ import numpy as np
 import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
+from gradio_client.utils import QueueError
 from PIL import Image
 
 import demo
@@ -169,6 +172,13 @@ def test_command_line_defaults_bind_this_computer_only_and_use_the_bundled_model
     assert demo.parse_arguments(["--host", "0.0.0.0", "--port", "8080"]).port == 8080
 
 
+def test_the_queue_is_bounded_by_default_and_from_the_command_line():
+    assert demo.parse_arguments([]).max_queue == demo.DEFAULT_MAX_QUEUE == 64
+    assert demo.parse_arguments(["--max-queue", "2"]).max_queue == 2
+    with pytest.raises(SystemExit):
+        demo.parse_arguments(["--max-queue", "0"])
+
+
 def test_main_reports_a_missing_checkpoint_without_a_traceback(tmp_path):
     with pytest.raises(SystemExit, match=r"error: checkpoint not found: .*nowhere\.ckpt"):
         demo.main(["--vqa-checkpoint", str(tmp_path / "nowhere.ckpt")])
@@ -288,6 +298,76 @@ def test_ask_without_an_image_and_with_a_bad_one(client, pictures):
     assert_still_answers(client, pictures)
 
 
+# -- under load -------------------------------------------------------------------------------------------------
+
+
+def queue_size(url: str) -> int:
+    """How many requests wait in the app's queue (Gradio's own status route)."""
+    import httpx
+
+    return httpx.get(f"{url}gradio_api/queue/status", timeout=10).json()["queue_size"]
+
+
+@dataclass
+class FullQueue:
+    """A served app whose queue (max_queue=1) is full: one question held in its handler, one waiting."""
+
+    url: str
+    running: Any  # gradio_client Job of the held question
+    waiting: Any  # gradio_client Job of the question queued behind it
+    release: threading.Event  # set it to let the held question go on
+
+
+@pytest.fixture
+def full_queue(tmp_path, pictures, monkeypatch) -> Iterator[FullQueue]:
+    entered, release = threading.Event(), threading.Event()
+    answer = demo.export_answer
+
+    def held_answer(*args: Any, **kwargs: Any) -> dict:
+        entered.set()
+        release.wait(120)
+        return answer(*args, **kwargs)
+
+    monkeypatch.setattr(demo, "export_answer", held_answer)
+    app = demo.build_app(
+        caption_checkpoints=CAPTION_CHECKPOINTS, vqa_checkpoint=SHAPES_SAN, work_dir=tmp_path, max_queue=1
+    )
+    port = free_port()
+    demo.launch_app(app, port=port, prevent_thread_lock=True, quiet=True)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        question = (handle_file(str(pictures["coffee"])), "what colour is the circle?")
+        running = Client(url, verbose=False).submit(*question, api_name="/ask")
+        assert entered.wait(60)  # the first question is in its handler, held there
+        waiting = Client(url, verbose=False).submit(*question, api_name="/ask")
+        deadline = time.monotonic() + 60
+        while queue_size(url) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert queue_size(url) == 1  # the second waits behind it: the queue is full
+        yield FullQueue(url, running, waiting, release)
+    finally:
+        release.set()
+        app.close()
+
+
+def test_a_full_queue_refuses_a_request_with_a_busy_error_and_answers_the_others(full_queue, pictures, vocabulary):
+    """Any further request (of either tab: the bound is for the whole app) is refused at once; the held and the
+    waiting questions are answered, and once the queue has drained the app takes requests again."""
+    client = Client(full_queue.url, verbose=False)
+    start = time.perf_counter()
+    with pytest.raises(QueueError, match="Queue is full! Please try again"):
+        caption(client, pictures["gray.jpg"])
+    assert time.perf_counter() - start < 10  # refused at once, not after a wait
+    assert not full_queue.waiting.done()
+
+    full_queue.release.set()
+    for job in (full_queue.running, full_queue.waiting):
+        answers, hops = job.result(timeout=120)
+        assert len(answers["confidences"]) == ANSWERS and len(hops) == HOPS
+    text, gallery, _ = caption(client, pictures["gray.jpg"])
+    assert text.split() and set(text.split()) <= vocabulary and len(gallery) == len(text.split())
+
+
 # -- a real browser -------------------------------------------------------------------------------------------
 
 
@@ -353,3 +433,13 @@ def test_a_bad_upload_shows_its_problem_in_the_page(browser, served, pictures):
     finally:
         page.close()
     assert outside == []
+
+
+def test_a_full_queue_shows_a_busy_message_in_the_page(browser, full_queue, pictures):
+    outside: list[str] = []
+    page = open_and_upload(browser, full_queue.url, pictures["coffee"], outside)
+    try:
+        page.get_by_text("This application is currently busy. Please try again.").first.wait_for(timeout=30_000)
+    finally:
+        page.close()
+    assert not full_queue.waiting.done() and outside == []

@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader
 
 from captioning.batches import CachedInputs, ImageInputs, pad_batch
 from captioning.features import FeatureCache
+from captioning.resume import ResumableLoader, shuffle_seed
 from data.vocabulary import Vocabulary
 from data.vqa import VqaDataset, VqaSample
 from vqa.answers import AnswerVocabulary
@@ -120,13 +121,22 @@ class VqaDataModule(L.LightningDataModule):
         return Questions(inputs, samples, [position[s.image_id] for s in samples], words, target)
 
     def _loader(self, dataset: Questions, *, batch_size: int, shuffle: bool) -> DataLoader:
-        return DataLoader(
-            dataset,
+        options = dict(
             batch_size=batch_size,
-            shuffle=shuffle,
             num_workers=self.num_workers,
             collate_fn=partial(pad_batch, pad_id=self.model.question_vocabulary.pad_id, padded=("question",)),
             persistent_workers=self.num_workers > 0,
+        )
+        if not shuffle:
+            return DataLoader(dataset, **options)
+        # shuffled training batches, resumable mid-epoch from a checkpoint (see `captioning.resume`)
+        trainer = self.trainer
+        return ResumableLoader(
+            dataset,
+            seed=shuffle_seed(),
+            num_replicas=trainer.world_size if trainer is not None else 1,
+            rank=trainer.global_rank if trainer is not None else 0,
+            **options,
         )
 
     def train_dataloader(self) -> DataLoader:

@@ -17,6 +17,7 @@ from captioning.attention import AdditiveScore, Score
 from captioning.attention_correctness import mass_in_boxes
 from captioning.checkpoints import load_module
 from captioning.encoder import EfficientNetLite, Encoder
+from captioning.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
 from captioning.hparams import plain_hyperparameters
 from captioning.optimization import adam_with_epoch_decay
 from data.vocabulary import Vocabulary
@@ -89,8 +90,9 @@ class VqaModule(L.LightningModule):
         self.san: StackedAttention | None = None
         if question_vocabulary is not None and answers is not None:
             self.set_vocabularies(Vocabulary(question_vocabulary), AnswerVocabulary(answers))
+        # evaluation records by question index, gathered across processes at the end of the epoch
         self._answers: dict[int, str] = {}
-        self._correctness: list[Tensor] = []
+        self._correctness: dict[int, Tensor] = {}
 
     @classmethod
     def load(cls, path: str | Path, *, map_location: str | torch.device = "cpu") -> "VqaModule":
@@ -171,7 +173,7 @@ class VqaModule(L.LightningModule):
         self._collect_correctness(out.weights, batch)
 
     def _collect_correctness(self, weights: Tensor, batch: dict) -> None:
-        """Per hop, the attention mass inside the ground-truth regions of the questions that have them."""
+        """Per hop, the attention mass inside the ground-truth regions, kept per question that has them: (K,)."""
         counts = batch["region_count"]  # (B,)
         known = counts > 0
         if not bool(known.any()):
@@ -182,32 +184,42 @@ class VqaModule(L.LightningModule):
             mass_in_boxes(weights[known, k].float(), batch["regions"][known], valid, grid, grid)
             for k in range(weights.shape[1])
         ]
-        self._correctness.append(torch.stack(per_hop, dim=1))  # (N, K)
+        masses = torch.stack(per_hop, dim=1).cpu()  # (N, K)
+        for index, question_masses in zip(batch["index"][known].tolist(), masses):
+            self._correctness[index] = question_masses.clone()  # its own storage: pickled alone when gathered
 
     def _evaluation_epoch_end(self, stage: str) -> None:
+        answers, correctness = gather_by_key(self._answers), gather_by_key(self._correctness)
+        self._answers, self._correctness = {}, {}
+        metrics = computed_on_rank_zero(lambda: self._answer_metrics(stage, answers, correctness))
+        log_on_every_rank(self, metrics, prog_bar={f"{stage}/accuracy"})
+
+    def _answer_metrics(self, stage: str, answers: dict[int, str], correctness: dict[int, Tensor]) -> dict[str, float]:
+        """VQA accuracy (and WUPS for answer sets) and attention correctness per hop of the questions answered in
+        this pass (all of the split, or fewer under fast_dev_run / limit_*_batches), each question once."""
         questions = self.trainer.datamodule.evaluated(stage)
-        # only the questions answered in this pass: all of them, or fewer under fast_dev_run / limit_*_batches
-        indices = sorted(self._answers)
-        predictions = {i: self._answers[i] for i in indices}
+        indices = sorted(answers)
+        predictions = {i: answers[i] for i in indices}
         records = [
             QuestionRecord(i, questions[i].answers, questions[i].answer_type, questions[i].question_type)
             for i in indices
             if questions[i].answers
         ]
+        metrics: dict[str, float] = {}
         if records:
             for name, value in vqa_accuracy(predictions, records).as_metrics().items():
-                self.log(f"{stage}/{name}", value, prog_bar=name == "accuracy")
+                metrics[f"{stage}/{name}"] = float(value)
             if self.trainer.datamodule.answer_sets:
                 truths = {record.question_id: questions[record.question_id].answer for record in records}
                 report = daquar_metrics(predictions, truths)
-                self.log(f"{stage}/wups@0.9", report.wups_09)
-                self.log(f"{stage}/wups@0.0", report.wups_00)
-                self.log(f"{stage}/set_accuracy", report.accuracy)
-        if self._correctness:
-            correctness = torch.cat(self._correctness)  # (N, K)
-            for k in range(correctness.shape[1]):
-                self.log(f"{stage}/attention_correctness/hop{k + 1}", correctness[:, k].mean())
-        self._answers, self._correctness = {}, []
+                metrics[f"{stage}/wups@0.9"] = float(report.wups_09)
+                metrics[f"{stage}/wups@0.0"] = float(report.wups_00)
+                metrics[f"{stage}/set_accuracy"] = float(report.accuracy)
+        if correctness:
+            masses = torch.stack([correctness[i] for i in sorted(correctness)])  # (N, K)
+            for k in range(masses.shape[1]):
+                metrics[f"{stage}/attention_correctness/hop{k + 1}"] = masses[:, k].mean().item()
+        return metrics
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._evaluation_step(batch, "val")
@@ -222,10 +234,11 @@ class VqaModule(L.LightningModule):
         self._evaluation_epoch_end("test")
 
     def predict_step(self, batch: dict, batch_idx: int) -> list[dict]:
+        """Per question: its index in the split, its id and the predicted answer (for the results writer)."""
         questions = self.trainer.datamodule.evaluated("predict")
         out = self(batch["inputs"], batch["question"], batch["length"])
         return [
-            {"question_id": questions[index].question_id, "answer": answer}
+            {"index": index, "question_id": questions[index].question_id, "answer": answer}
             for index, answer in zip(batch["index"].tolist(), self._predicted(out))
         ]
 

@@ -1,0 +1,238 @@
+"""The demo app under load: many people at once, each captioning a picture and asking a question about it.
+
+    python benchmarks/app_load.py [--clients 50] [--beam-size 3] [--model soft]
+    taskset -c 0,1 python benchmarks/app_load.py        # 2 cores
+
+The app (`demo.build_app` with the bundled checkpoints and its default bounded queue, `demo.DEFAULT_MAX_QUEUE`
+requests waiting) is served on a free 127.0.0.1 port by a child process, as in `app_latency.py`. `--clients`
+threads, one `gradio_client.Client` each (connected beforehand), start at the same moment; each sends one
+Caption request, waits for its last answer (the one with the export zip), then asks one question (the Ask
+tab) about the same picture, a ShapesWorld test scene and the question the app offers as its example for it.
+
+An answer counts only when it is right in form: a caption of the model's own words with one overlay per word
+and the export zip; for a question, the top answers with probabilities in [0, 1], best first, and one overlay
+per attention hop. A request that fails, is refused (a full queue: "Queue is full! Please try again.") or
+answers in the wrong form is lost; the reasons of the first few are kept.
+
+Prints one JSON line: requests sent, answered and lost, the wall time until the last client finished, and
+p50 / p95 / max latency (seconds) of the answered Caption requests, the answered questions, and each client's
+two requests together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app_latency import REQUEST_TIMEOUT_S, cpu_info, file_url, start_server, stop_server, summary  # sets offline env
+
+MAX_ERRORS_SHOWN = 5
+
+
+def write_scene(folder: Path) -> tuple[Path, str]:
+    """The first example scene of the Ask tab as PNG, and its example question."""
+    import demo
+    from data.shapes_scene import generate_split_scene, render_scene
+
+    index, question = demo.QUESTION_EXAMPLES[0]
+    path = folder / f"shapesworld_test_{index}.png"
+    render_scene(generate_split_scene(0, "test", index), 224).save(path)
+    return path, question
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a right answer looks like, from the bundled checkpoints."""
+
+    vocabulary: frozenset[str]  # the caption model's words, without the special tokens
+    hops: int  # attention hops of the VQA model: overlays per answer
+    top: int  # answers per question
+
+    @classmethod
+    def of_bundled_models(cls, model: str) -> "Expected":
+        import demo
+        from captioning.bundled import CAPTION_CHECKPOINTS
+        from captioning.checkpoints import read_checkpoint
+        from vqa.bundled import SHAPES_SAN
+
+        words = read_checkpoint(CAPTION_CHECKPOINTS[model])["hyper_parameters"]["vocabulary"]
+        vqa = read_checkpoint(SHAPES_SAN)["hyper_parameters"]
+        specials = {"<pad>", "<start>", "<end>", "<unk>"}
+        return cls(frozenset(words) - specials, vqa["hops"], min(demo.TOP_ANSWERS, len(vqa["answers"])))
+
+    def caption_problem(self, result: object) -> str | None:
+        """Why a Caption answer is wrong in form, or None when it is right."""
+        try:
+            text, gallery, archive = result  # type: ignore[misc]
+        except (TypeError, ValueError):
+            return f"not a (caption, gallery, zip) answer: {result!r}"[:200]
+        words = text.split() if isinstance(text, str) else []
+        if not words or not set(words) <= self.vocabulary:
+            return f"caption not in the model's words: {text!r}"
+        titles = [item.get("caption") if isinstance(item, dict) else None for item in gallery or []]
+        pictures = [file_url(item.get("image")) if isinstance(item, dict) else None for item in gallery or []]
+        if titles != words or not all(pictures):
+            return f"{len(pictures)} overlays for the {len(words)} words of {text!r}"
+        return None if file_url(archive) else "no export zip"
+
+    def answer_problem(self, result: object) -> str | None:
+        """Why an Ask answer is wrong in form, or None when it is right."""
+        try:
+            answers, hops = result  # type: ignore[misc]
+            probabilities = [c["confidence"] for c in answers["confidences"]]
+        except (TypeError, ValueError, KeyError):
+            return f"not an (answers, hop overlays) answer: {result!r}"[:200]
+        if len(probabilities) != self.top or not all(0 <= p <= 1 for p in probabilities):
+            return f"answers without probabilities: {answers!r}"[:200]
+        if probabilities != sorted(probabilities, reverse=True):
+            return f"answers not best first: {probabilities}"
+        if len(hops or []) != self.hops or not all(file_url(h.get("image")) for h in hops):
+            return f"{len(hops or [])} hop overlays, expected {self.hops}"
+        return None
+
+
+@dataclass
+class Outcome:
+    """One client's two requests: latencies of those answered right, reasons for those lost."""
+
+    caption_s: float = math.nan
+    ask_s: float = math.nan
+    lost: list[str] = field(default_factory=list)
+
+
+class Person:
+    """One API client: a caption of the picture, then a question about it."""
+
+    def __init__(self, url: str, picture: Path, question: str, model: str, beam_size: int, expected: Expected) -> None:
+        from gradio_client import Client
+
+        self.client = Client(url, verbose=False, download_files=False)
+        self.picture, self.question, self.model, self.beam_size = picture, question, model, beam_size
+        self.expected = expected
+
+    def __call__(self) -> Outcome:
+        from gradio_client import handle_file
+
+        outcome = Outcome()
+        start = time.perf_counter()
+        try:
+            result = self.client.submit(
+                handle_file(str(self.picture)), self.model, self.beam_size, api_name="/caption"
+            ).result(timeout=REQUEST_TIMEOUT_S)
+            problem = self.expected.caption_problem(result)
+        except Exception as error:  # refused (queue full) or failed: lost, with its reason
+            problem = f"{type(error).__name__}: {error}"[:200]
+        if problem is None:
+            outcome.caption_s = time.perf_counter() - start
+        else:
+            outcome.lost.append(f"caption: {problem}")
+        start = time.perf_counter()
+        try:
+            result = self.client.submit(handle_file(str(self.picture)), self.question, api_name="/ask").result(
+                timeout=REQUEST_TIMEOUT_S
+            )
+            problem = self.expected.answer_problem(result)
+        except Exception as error:
+            problem = f"{type(error).__name__}: {error}"[:200]
+        if problem is None:
+            outcome.ask_s = time.perf_counter() - start
+        else:
+            outcome.lost.append(f"ask: {problem}")
+        return outcome
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def percentiles(latencies: Sequence[float]) -> dict | None:
+    """p50, p95 and max of the answered requests' latencies (seconds), or None when none was answered."""
+    answered = [value for value in latencies if not math.isnan(value)]
+    if not answered:
+        return None
+    figures = summary(answered)
+    return {"p50": figures["median"], "p95": figures["p95"], "max": figures["max"], "n": figures["n"]}
+
+
+def run_load(url: str, picture: Path, question: str, args: argparse.Namespace) -> dict:
+    """`args.clients` people at once, each a caption then a question; the figures of the JSON line."""
+    expected = Expected.of_bundled_models(args.model)
+    people = [Person(url, picture, question, args.model, args.beam_size, expected) for _ in range(args.clients)]
+    unfinished = ["caption: no answer in time", "ask: no answer in time"]
+    outcomes = [Outcome(lost=list(unfinished)) for _ in range(args.clients)]
+    gate = threading.Barrier(args.clients + 1)
+
+    def one(index: int) -> None:
+        gate.wait()
+        outcomes[index] = people[index]()
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(args.clients)]
+    for thread in threads:
+        thread.start()
+    gate.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join(2 * REQUEST_TIMEOUT_S)
+    wall = time.perf_counter() - start
+    for person in people:
+        person.close()
+
+    requests = 2 * args.clients
+    lost = [reason for outcome in outcomes for reason in outcome.lost]
+    return {
+        "clients": args.clients,
+        "requests": requests,
+        "answered": requests - len(lost),
+        "lost": len(lost),
+        "wall_s": round(wall, 3),
+        "caption": percentiles([o.caption_s for o in outcomes]),
+        "ask": percentiles([o.ask_s for o in outcomes]),
+        "client_total": percentiles([o.caption_s + o.ask_s for o in outcomes]),
+        "errors": sorted(set(lost))[:MAX_ERRORS_SHOWN],
+    }
+
+
+def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python benchmarks/app_load.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=50, help="people at once, a caption and a question each (default 50)")
+    parser.add_argument("--beam-size", type=int, default=3, help="beam width of the captions (default 3)")
+    parser.add_argument("--model", default="soft", choices=("soft", "hard"), help="attention model (default soft)")
+    args = parser.parse_args(argv)
+    if args.clients < 1:
+        parser.error("--clients must be at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_arguments(argv)
+    import demo
+
+    with tempfile.TemporaryDirectory(prefix="app-load-") as folder:
+        picture, question = write_scene(Path(folder))
+        child, url, server_cpus = start_server()
+        try:
+            figures = run_load(url, picture, question, args)
+        finally:
+            stop_server(child)
+    figures = {
+        "picture": picture.name,
+        "question": question,
+        "model": args.model,
+        "beam_size": args.beam_size,
+        "max_queue": demo.DEFAULT_MAX_QUEUE,
+        **figures,
+        "server": server_cpus,
+        "client": cpu_info(),
+        "all_answered": figures["lost"] == 0,
+    }
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
