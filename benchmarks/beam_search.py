@@ -30,34 +30,30 @@ from collections.abc import Sequence
 
 import torch
 
-from harness import Clock, cpu_info, made_up_vocabulary, match_threads_to_cpus, rates, summary
+from harness import (
+    FEATURE_DIM,
+    SIZE,
+    VOCABULARY,
+    Clock,
+    cpu_info,
+    made_up_vocabulary,
+    match_threads_to_cpus,
+    paper_sized_decoder,
+    rates,
+    summary,
+)
 
-from captioning.attention import AdditiveScore
 from captioning.decoder import ShowAttendTell
 from captioning.search import beam_search
 from data.vocabulary import Vocabulary
 
 GOALS = {(5, 7): 147.0, (5, 14): 63.0}  # images/s on 2 cores, by (beam size, grid side)
-FEATURE_DIM = 1280
-SIZE = 512  # embedding, decoder and attention size
-VOCABULARY = 2600
 NEVER = -1e9  # the <end> logit's bias, so that no beam ends before max_length
 
 
 def make_decoder(grid: int, vocabulary: Vocabulary, seed: int = 0) -> ShowAttendTell:
     """An untrained decoder as `CaptioningModule.set_vocabulary` builds it, in eval mode, that never says <end>."""
-    torch.manual_seed(seed)
-    decoder = ShowAttendTell(
-        vocab_size=len(vocabulary),
-        feature_dim=FEATURE_DIM,
-        num_locations=grid * grid,
-        embed_dim=SIZE,
-        decoder_dim=SIZE,
-        attention_dim=SIZE,
-        dropout=0.5,
-        score=AdditiveScore,
-        state_from_image=True,
-    ).eval()
+    decoder = paper_sized_decoder(grid, vocabulary, seed).eval()
     with torch.no_grad():
         decoder.out.bias[vocabulary.end_id] = NEVER
     return decoder

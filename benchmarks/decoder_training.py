@@ -44,28 +44,27 @@ import torch
 from torch import Tensor, nn
 
 from harness import (
+    FEATURE_DIM,
+    SIZE,
+    VOCABULARY,
     Clock,
     cpu_info,
     current_rss_mib,
     made_up_vocabulary,
     match_threads_to_cpus,
+    paper_sized_decoder,
     peak_rss_mib,
     rates,
     run_child,
     summary,
 )
 
-from captioning.attention import AdditiveScore
-from captioning.decoder import ShowAttendTell
 from captioning.hard_attention import HardAttention
 from captioning.objectives import AttentionObjective, SoftAttention
 from captioning.optimization import adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 
 GOALS = {7: 160.0, 14: 90.0}  # captions/s on 2 cores, by grid side
-FEATURE_DIM = 1280
-SIZE = 512  # embedding, decoder and attention size
-VOCABULARY = 2600
 LEARNING_RATE = 4e-4  # CaptioningModule's default
 PRECISIONS = ("32-true", "bf16-mixed")  # Lightning's names
 CHILD_TIMEOUT_S = 1800
@@ -101,21 +100,10 @@ class TrainingStep:
     ) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-        torch.manual_seed(seed)
         self.autocast = precision == "bf16-mixed"
         self.vocabulary = made_up_vocabulary(vocabulary)
         v = self.vocabulary
-        self.decoder = ShowAttendTell(  # as CaptioningModule.set_vocabulary builds it, with the module's defaults
-            vocab_size=len(v),
-            feature_dim=FEATURE_DIM,
-            num_locations=grid * grid,
-            embed_dim=SIZE,
-            decoder_dim=SIZE,
-            attention_dim=SIZE,
-            dropout=0.5,
-            score=AdditiveScore,
-            state_from_image=True,
-        ).train()
+        self.decoder = paper_sized_decoder(grid, v, seed).train()
         self.attention = make_attention(attention).train()
         frozen_encoder = nn.Module()  # cached grids: the encoder is frozen and has no trainable parameter
         self.optimizer = adam_with_epoch_decay(

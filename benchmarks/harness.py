@@ -22,7 +22,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the project's packages, when run from a checkout without installing it
 
-from data.vocabulary import Vocabulary  # noqa: E402  (after the path above)
+from captioning.attention import AdditiveScore  # noqa: E402  (after the path above)
+from captioning.decoder import ShowAttendTell  # noqa: E402
+from data.vocabulary import Vocabulary  # noqa: E402
+
+# The paper's model sizes, which the decoder benchmarks measure.
+FEATURE_DIM = 1280  # EfficientNet-Lite0's annotation vectors
+SIZE = 512  # embedding, decoder and attention size
+VOCABULARY = 2600
 
 
 def match_threads_to_cpus() -> None:
@@ -114,6 +121,23 @@ def current_rss_mib() -> float:
     except OSError:
         pass
     return float("nan")
+
+
+def paper_sized_decoder(grid: int, vocabulary: Vocabulary, seed: int = 0) -> ShowAttendTell:
+    """An untrained decoder of the paper's sizes over a grid x grid grid, as `CaptioningModule.set_vocabulary`
+    builds it with the module's defaults (seeded)."""
+    torch.manual_seed(seed)
+    return ShowAttendTell(
+        vocab_size=len(vocabulary),
+        feature_dim=FEATURE_DIM,
+        num_locations=grid * grid,
+        embed_dim=SIZE,
+        decoder_dim=SIZE,
+        attention_dim=SIZE,
+        dropout=0.5,
+        score=AdditiveScore,
+        state_from_image=True,
+    )
 
 
 def made_up_vocabulary(size: int) -> Vocabulary:
