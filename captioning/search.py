@@ -7,6 +7,7 @@ from which, which are finished) lives in tensors, not Python lists.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -30,6 +31,15 @@ class Generated:
     log_probs: Tensor
 
 
+def _next_word_log_probs(logits: Tensor, banned: Sequence[int]) -> Tensor:
+    """log_softmax over the vocabulary (last dimension) after removing the `banned` word ids (e.g. <unk>,
+    <pad>, <start>: ids that make no caption), so the other words' probabilities sum to one."""
+    logits = logits.float()
+    if banned:
+        logits = logits.index_fill(-1, torch.as_tensor(list(banned), device=logits.device), float("-inf"))
+    return torch.log_softmax(logits, dim=-1)
+
+
 @torch.no_grad()
 def greedy_search(
     decoder: ShowAttendTell,
@@ -39,8 +49,10 @@ def greedy_search(
     end_id: int,
     max_length: int,
     read: Read = EXPECTATION,
+    banned: Sequence[int] = (),
 ) -> Generated:
-    """The most probable word at every step, for features (B, L, D); stops at <end> or after max_length words."""
+    """The most probable word at every step, for features (B, L, D); stops at <end> or after max_length words.
+    Word ids in `banned` are never emitted."""
     batch = features.shape[0]
     memory, state = decoder.start(features)
     words = features.new_full((batch,), start_id, dtype=torch.long)
@@ -49,7 +61,7 @@ def greedy_search(
     running = torch.ones(batch, dtype=torch.bool, device=features.device)
     for _ in range(max_length):
         out = decoder.step(words, state, memory, read)
-        log_probs = torch.log_softmax(out.logits.float(), dim=-1)  # (B, V)
+        log_probs = _next_word_log_probs(out.logits, banned)  # (B, V)
         best, words = log_probs.max(dim=-1)
         total = total + torch.where(running, best, 0.0)
         chosen.append(torch.where(running, words, end_id))
@@ -87,13 +99,15 @@ def beam_search(
     beam_size: int = 3,
     length_penalty: float = 0.0,
     read: Read = EXPECTATION,
+    banned: Sequence[int] = (),
 ) -> Generated:
     """Beam search for features (B, L, D), every image at once.
 
     A beam that emits <end> is frozen: it keeps its score and its slot, extending only with a zero-cost
     pad, so the K beams of an image always hold the K best hypotheses seen. Search stops when every beam
     of every image has ended or after max_length words; the winner is chosen by total log-probability
-    divided by length^length_penalty (length counts the words and the <end>).
+    divided by length^length_penalty (length counts the words and the <end>). Word ids in `banned` are never
+    emitted.
     """
     batch, locations = features.shape[0], features.shape[1]
     k = beam_size
@@ -111,7 +125,7 @@ def beam_search(
 
     for t in range(max_length):
         out = decoder.step(words, state, memory, read)
-        log_probs = torch.log_softmax(out.logits.float(), dim=-1).view(batch, k, -1)  # (B, K, V)
+        log_probs = _next_word_log_probs(out.logits, banned).view(batch, k, -1)  # (B, K, V)
         vocab = log_probs.shape[-1]
         # A finished beam continues with exactly one zero-cost candidate (index end_id) and nothing else.
         frozen = torch.full_like(log_probs, float("-inf"))

@@ -72,9 +72,9 @@ def test_the_python_api_refuses_pickled_code(evil):
 
 def test_the_demo_refuses_pickled_code(evil):
     with pytest.raises(CheckpointError, match=r"evil_captioning\.ckpt is not a plain-data checkpoint"):
-        demo.load_models({"soft": evil["captioning"]}, SHAPES_SAN)
+        demo.load_models({"soft": evil["captioning"]}, {"shapes": SHAPES_SAN})
     with pytest.raises(CheckpointError, match=r"evil_vqa\.ckpt is not a plain-data checkpoint"):
-        demo.load_models({"soft": SHAPES_SOFT}, evil["vqa"])
+        demo.load_models({"soft": SHAPES_SOFT}, {"shapes": evil["vqa"]})
     assert not evil["marker"].exists()
 
 

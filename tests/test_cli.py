@@ -143,6 +143,21 @@ def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
     assert all(isinstance(r["caption"], str) and r["caption"] for r in results)
     assert "broken.jpg" in predicted.stdout + predicted.stderr
 
+    # the decoding settings of the command line win over the checkpoint's: greedy here, as in Python
+    greedy = tmp_path / "greedy.json"
+    run_cli(
+        "predict", f"--ckpt_path={best}", f"--data.predict_path={images}", f"--writer.output={greedy}",
+        "--beam_size=1", "--length_penalty=0.5", f"--trainer.default_root_dir={tmp_path / 'predict'}",
+        "--trainer.logger=false", cwd=tmp_path,
+    )
+    from data.images import load_image
+
+    expected = {}
+    for n in range(len(world.samples("test"))):
+        image = model.encoder.transform()(load_image(images / f"COCO_val2014_00000000042{n}.jpg"))
+        expected[420 + n] = model.caption(image.unsqueeze(0), beam_size=1)[0]
+    assert {r["image_id"]: r["caption"] for r in json.loads(greedy.read_text())} == expected
+
 
 def logged_steps(run_dir: Path, names: list[str]) -> list[dict[str, float]]:
     """The rows of a run's metrics.csv that have all `names`, in step order."""

@@ -193,3 +193,29 @@ def test_attention_entropy_by_hand_and_in_the_loss():
     plain = caption_loss(logits, targets, weights, pad_id=PAD, penalty_weight=0.0)
     sharp = caption_loss(logits, targets, weights, pad_id=PAD, penalty_weight=0.0, entropy_weight=0.5)
     assert (sharp.total - plain.total).item() == pytest.approx(0.5 * (math.log(2) + math.log(4)) / 2)
+
+
+def test_banned_words_are_never_emitted_and_the_rest_renormalised():
+    decoder = make_decoder(vocab=6, seed=3)
+    UNK = 3
+    with torch.no_grad():
+        decoder.out.bias.fill_(0)
+        decoder.out.bias[UNK] = 50.0  # <unk> would win every step
+    features = torch.randn(4, 5, 6)
+    for search, extra in ((greedy_search, {}), (beam_search, {"beam_size": 3})):
+        free = search(decoder, features, start_id=START, end_id=END, max_length=5, **extra)
+        assert all(UNK in tokens for tokens in free.tokens)
+        out = search(decoder, features, start_id=START, end_id=END, max_length=5, banned=(UNK, PAD, START), **extra)
+        assert not any({UNK, PAD, START} & set(tokens) for tokens in out.tokens)
+    # greedy's total is the sum of log-probabilities over the allowed words only, stepped by hand
+    out = greedy_search(decoder, features[:1], start_id=START, end_id=END, max_length=5, banned=(UNK,))
+    memory, state = decoder.start(features[:1])
+    word, total = torch.tensor([START]), 0.0
+    for expected in [*out.tokens[0], END][:5]:
+        step = decoder.step(word, state, memory)
+        logits = step.logits[0].clone()
+        logits[UNK] = float("-inf")
+        total += torch.log_softmax(logits, -1)[expected].item()
+        assert int(logits.argmax()) == expected
+        word, state = torch.tensor([expected]), step.state
+    assert out.log_probs[0].item() == pytest.approx(total, abs=1e-4)

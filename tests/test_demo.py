@@ -37,7 +37,7 @@ import demo
 from captioning.bundled import CAPTION_CHECKPOINTS
 from captioning.checkpoints import read_checkpoint
 from data.images import ImageLoadError, load_image
-from vqa.bundled import SHAPES_SAN
+from vqa.bundled import SHAPES_SAN, VQA_CHECKPOINTS
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Chromium's flags for a sandbox-less, offline container: no background fetches of its own.
@@ -49,6 +49,8 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 SPECIALS = {"<pad>", "<start>", "<end>", "<unk>"}
+SHAPES_VQA = next(name for name, path in VQA_CHECKPOINTS.items() if path == SHAPES_SAN)  # the questions below are
+# about shapes and colours, in its words
 HOPS = read_checkpoint(SHAPES_SAN)["hyper_parameters"]["hops"]
 ANSWERS = min(demo.TOP_ANSWERS, len(read_checkpoint(SHAPES_SAN)["hyper_parameters"]["answers"]))
 
@@ -119,7 +121,7 @@ def pictures(tmp_path_factory) -> dict[str, Path]:
 def served(tmp_path_factory) -> Iterator[tuple[gr.Blocks, str]]:
     """The app with the bundled models, served in this process; yields (app, its URL)."""
     app = demo.build_app(
-        caption_checkpoints=CAPTION_CHECKPOINTS, vqa_checkpoint=SHAPES_SAN, work_dir=tmp_path_factory.mktemp("work")
+        caption_checkpoints=CAPTION_CHECKPOINTS, vqa_checkpoints=VQA_CHECKPOINTS, work_dir=tmp_path_factory.mktemp("work")
     )
     port = free_port()
     demo.launch_app(app, port=port, prevent_thread_lock=True, quiet=True)
@@ -135,17 +137,26 @@ def client(served) -> Client:
 
 
 @pytest.fixture(scope="module")
-def vocabulary() -> set[str]:
-    return set(read_checkpoint(CAPTION_CHECKPOINTS["soft"])["hyper_parameters"]["vocabulary"]) - SPECIALS
+def vocabulary() -> dict[str, set[str]]:
+    """Each bundled captioning model's words by the model's name in the app."""
+    return {
+        name: set(read_checkpoint(path)["hyper_parameters"]["vocabulary"]) - SPECIALS
+        for name, path in CAPTION_CHECKPOINTS.items()
+    }
 
 
-def caption(client: Client, path: Path | None, model: str = "soft", beam_size: int = 1) -> tuple[str, list[dict], str]:
+DEFAULT_MODEL = next(iter(CAPTION_CHECKPOINTS))  # the one the app chooses at first
+
+
+def caption(
+    client: Client, path: Path | None, model: str = DEFAULT_MODEL, beam_size: int = 1
+) -> tuple[str, list[dict], str]:
     upload = handle_file(str(path)) if path is not None else None
     return client.predict(upload, model, beam_size, api_name="/caption")
 
 
-def ask(client: Client, path: Path | None, question: str) -> tuple[dict, list[dict]]:
-    return client.predict(handle_file(str(path)) if path is not None else None, question, api_name="/ask")
+def ask(client: Client, path: Path | None, question: str, model: str = SHAPES_VQA) -> tuple[dict, list[dict]]:
+    return client.predict(handle_file(str(path)) if path is not None else None, model, question, api_name="/ask")
 
 
 def assert_still_answers(client: Client, pictures: dict[str, Path]) -> None:
@@ -157,7 +168,7 @@ def assert_still_answers(client: Client, pictures: dict[str, Path]) -> None:
 
 
 def test_build_app_builds_without_serving(tmp_path):
-    app = demo.build_app(caption_checkpoints=CAPTION_CHECKPOINTS, vqa_checkpoint=SHAPES_SAN, work_dir=tmp_path)
+    app = demo.build_app(caption_checkpoints=CAPTION_CHECKPOINTS, vqa_checkpoints=VQA_CHECKPOINTS, work_dir=tmp_path)
     assert isinstance(app, gr.Blocks) and not app.is_running
     assert {fn.api_name for fn in app.fns.values()} >= {"caption", "ask"}
     assert app.analytics_enabled is False and os.environ["GRADIO_ANALYTICS_ENABLED"] == "False"
@@ -167,8 +178,11 @@ def test_build_app_builds_without_serving(tmp_path):
 def test_command_line_defaults_bind_this_computer_only_and_use_the_bundled_models():
     args = demo.parse_arguments([])
     assert (args.host, args.port) == ("127.0.0.1", 7860)
-    assert (args.soft_checkpoint, args.hard_checkpoint) == (CAPTION_CHECKPOINTS["soft"], CAPTION_CHECKPOINTS["hard"])
-    assert args.vqa_checkpoint == SHAPES_SAN and all(p.is_file() for p in (*CAPTION_CHECKPOINTS.values(), SHAPES_SAN))
+    assert (args.caption_model, args.vqa_model) == (CAPTION_CHECKPOINTS, VQA_CHECKPOINTS)
+    assert all(p.is_file() for p in (*CAPTION_CHECKPOINTS.values(), *VQA_CHECKPOINTS.values()))
+    assert "Flickr8k" in DEFAULT_MODEL and "DAQUAR" in next(iter(VQA_CHECKPOINTS))  # real photos come first
+    chosen = demo.parse_arguments(["--caption-model", "mine=a.ckpt", "--caption-model", "b=b.ckpt", "--vqa-model", "q=q.ckpt"])
+    assert chosen.caption_model == {"mine": Path("a.ckpt"), "b": Path("b.ckpt")} and chosen.vqa_model == {"q": Path("q.ckpt")}
     assert demo.parse_arguments(["--host", "0.0.0.0", "--port", "8080"]).port == 8080
 
 
@@ -181,7 +195,9 @@ def test_the_queue_is_bounded_by_default_and_from_the_command_line():
 
 def test_main_reports_a_missing_checkpoint_without_a_traceback(tmp_path):
     with pytest.raises(SystemExit, match=r"error: checkpoint not found: .*nowhere\.ckpt"):
-        demo.main(["--vqa-checkpoint", str(tmp_path / "nowhere.ckpt")])
+        demo.main(["--vqa-model", f"mine={tmp_path / 'nowhere.ckpt'}"])
+    with pytest.raises(SystemExit):  # argparse's own error and usage
+        demo.parse_arguments(["--caption-model", "no-name-given.ckpt"])
 
 
 def test_load_image_refuses_the_bomb_from_its_header(pictures):
@@ -196,9 +212,9 @@ def test_load_image_refuses_the_bomb_from_its_header(pictures):
 
 
 def test_caption_of_a_real_photo_gives_words_their_overlays_and_the_export(client, pictures, vocabulary, tmp_path):
-    text, gallery, archive = caption(client, pictures["coffee"], "soft", 3)
+    text, gallery, archive = caption(client, pictures["coffee"], DEFAULT_MODEL, 3)
     words = text.split()
-    assert words and set(words) <= vocabulary
+    assert words and set(words) <= vocabulary[DEFAULT_MODEL]
     assert [item["caption"] for item in gallery] == words  # one overlay per word, titled with it
     with Image.open(gallery[0]["image"]) as first:
         assert first.size == (600, 400)  # drawn over the photo at its own size
@@ -210,8 +226,8 @@ def test_caption_of_a_real_photo_gives_words_their_overlays_and_the_export(clien
 
 
 def test_the_caption_and_its_overlays_come_before_the_export(pictures, tmp_path):
-    handlers = demo.Handlers(*demo.load_models(CAPTION_CHECKPOINTS, SHAPES_SAN), tmp_path)
-    answers = handlers.caption({"path": str(pictures["coffee"]), "orig_name": "coffee.jpg"}, "soft", 2)
+    handlers = demo.Handlers(*demo.load_models({DEFAULT_MODEL: CAPTION_CHECKPOINTS[DEFAULT_MODEL]}, {}), tmp_path)
+    answers = handlers.caption({"path": str(pictures["coffee"]), "orig_name": "coffee.jpg"}, DEFAULT_MODEL, 2)
     text, gallery, archive = next(answers)
     assert text.split() and archive is None and [word for _, word in gallery] == text.split()
     for path, _ in gallery:  # JPEG copies of the overlays, at the photo's size, outside the export folder
@@ -225,16 +241,17 @@ def test_the_caption_and_its_overlays_come_before_the_export(pictures, tmp_path)
     assert not any(n.endswith(".jpg") for n in names)
 
 
-def test_hard_attention_and_every_beam_width_answer(client, pictures, vocabulary):
+@pytest.mark.parametrize("model", list(CAPTION_CHECKPOINTS))
+def test_every_model_and_every_beam_width_answer(client, pictures, vocabulary, model):
     for beam_size in (1, demo.MAX_BEAM_SIZE):
-        text, gallery, _ = caption(client, pictures["gray.jpg"], "hard", beam_size)
-        assert text.split() and set(text.split()) <= vocabulary and len(gallery) == len(text.split())
+        text, gallery, _ = caption(client, pictures["gray.jpg"], model, beam_size)
+        assert text.split() and set(text.split()) <= vocabulary[model] and len(gallery) == len(text.split())
 
 
 @pytest.mark.parametrize("name", ["gray.jpg", "cmyk.jpg", "palette.png", "rgba.png", "sixteen.png", "rotated.jpg"])
 def test_every_readable_image_mode_is_captioned(client, pictures, vocabulary, name):
     text, gallery, _ = caption(client, pictures[name])
-    assert text.split() and set(text.split()) <= vocabulary
+    assert text.split() and set(text.split()) <= vocabulary[DEFAULT_MODEL]
     with Image.open(gallery[0]["image"]) as first:
         assert first.size == ((80, 120) if name == "rotated.jpg" else (120, 80))  # EXIF orientation applied
 
@@ -258,7 +275,8 @@ def test_a_bad_upload_is_an_error_that_names_the_problem_and_the_app_goes_on(cli
 
 
 @pytest.mark.parametrize(
-    ("model", "beam_size", "problem"), [("soft", 0, "beam size"), ("soft", 2.5, "beam size"), ("medium", 3, "Unknown model")]
+    ("model", "beam_size", "problem"),
+    [(DEFAULT_MODEL, 0, "beam size"), (DEFAULT_MODEL, 2.5, "beam size"), ("medium", 3, "Unknown model"), (None, 3, "Unknown model")],
 )
 def test_bad_settings_from_an_api_caller_are_refused(client, pictures, model, beam_size, problem):
     with pytest.raises(AppError, match=problem):
@@ -288,6 +306,15 @@ def test_a_question_the_model_cannot_read_is_an_error_and_the_app_goes_on(client
     with pytest.raises(AppError, match=problem):
         ask(client, pictures["coffee"], question)
     assert_still_answers(client, pictures)
+
+
+def test_every_vqa_model_answers_in_its_own_answers(client, pictures):
+    for name, path in VQA_CHECKPOINTS.items():
+        known = set(read_checkpoint(path)["hyper_parameters"]["answers"])
+        answers, hops = ask(client, pictures["coffee"], "what is on the table?" if name != SHAPES_VQA else "what shape is it?", name)
+        assert {c["label"] for c in answers["confidences"]} <= known and hops
+    with pytest.raises(AppError, match="Unknown model"):
+        ask(client, pictures["coffee"], "what is on the table?", "medium")
 
 
 def test_ask_without_an_image_and_with_a_bad_one(client, pictures):
@@ -330,13 +357,13 @@ def full_queue(tmp_path, pictures, monkeypatch) -> Iterator[FullQueue]:
 
     monkeypatch.setattr(demo, "export_answer", held_answer)
     app = demo.build_app(
-        caption_checkpoints=CAPTION_CHECKPOINTS, vqa_checkpoint=SHAPES_SAN, work_dir=tmp_path, max_queue=1
+        caption_checkpoints=CAPTION_CHECKPOINTS, vqa_checkpoints=VQA_CHECKPOINTS, work_dir=tmp_path, max_queue=1
     )
     port = free_port()
     demo.launch_app(app, port=port, prevent_thread_lock=True, quiet=True)
     url = f"http://127.0.0.1:{port}/"
     try:
-        question = (handle_file(str(pictures["coffee"])), "what colour is the circle?")
+        question = (handle_file(str(pictures["coffee"])), SHAPES_VQA, "what colour is the circle?")
         running = Client(url, verbose=False).submit(*question, api_name="/ask")
         assert entered.wait(60)  # the first question is in its handler, held there
         waiting = Client(url, verbose=False).submit(*question, api_name="/ask")
@@ -365,7 +392,7 @@ def test_a_full_queue_refuses_a_request_with_a_busy_error_and_answers_the_others
         answers, hops = job.result(timeout=120)
         assert len(answers["confidences"]) == ANSWERS and len(hops) == HOPS
     text, gallery, _ = caption(client, pictures["gray.jpg"])
-    assert text.split() and set(text.split()) <= vocabulary and len(gallery) == len(text.split())
+    assert text.split() and set(text.split()) <= vocabulary[DEFAULT_MODEL] and len(gallery) == len(text.split())
 
 
 # -- a real browser -------------------------------------------------------------------------------------------
@@ -420,7 +447,7 @@ def caption_in_browser(
 
 def test_a_person_captions_a_photo_in_a_real_browser(browser, served, pictures, vocabulary):
     text, widths, outside = caption_in_browser(browser, served[1], pictures["coffee"])
-    assert text.split() and set(text.split()) <= vocabulary
+    assert text.split() and set(text.split()) <= vocabulary[DEFAULT_MODEL]
     assert widths and all(width > 0 for width in widths)  # every overlay in the gallery loaded
     assert outside == []  # nothing fetched from outside the app: fonts, scripts and images are all local
 

@@ -1,0 +1,137 @@
+"""`python -m captioning.curves OUT.png LABEL=metrics.csv ...`: training curves from Lightning's CSV logs.
+
+Both CLIs log through `lightning.pytorch.loggers.CSVLogger`, which writes one `metrics.csv` per run: a row per
+logged training step and a row per validation epoch, each row holding only the columns logged at that moment.
+This command reads several such files and draws one panel per metric against the epoch, one line per run, so
+that runs (soft against hard attention, one hop against two) can be compared on one picture. A training
+metric, logged every few steps, is shown as its mean over each epoch; a validation metric as its value at the
+end of each epoch. The README's training curves are made with it.
+
+Plotting needs matplotlib (`pip install matplotlib`, or the project's `plot` extra); reading the logs does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+
+@dataclass
+class Curves:
+    """One run's metrics per epoch: `values[metric][epoch]` is the epoch's mean of the values logged for it."""
+
+    label: str
+    values: dict[str, dict[int, float]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, label: str, path: Path) -> Curves:
+        """Read a CSVLogger `metrics.csv` (or the run folder that holds one)."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / "metrics.csv"
+        if not path.is_file():
+            raise FileNotFoundError(f"no metrics file at {path}: give a CSVLogger metrics.csv or the folder holding it")
+        sums: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            if not reader.fieldnames or "epoch" not in reader.fieldnames:
+                raise ValueError(f"{path} is not a Lightning CSVLogger metrics file: it has no 'epoch' column")
+            for row in reader:
+                if not row.get("epoch"):
+                    continue
+                epoch = int(float(row["epoch"]))
+                for name, text in row.items():
+                    if name in ("epoch", "step") or not text:
+                        continue
+                    value = float(text)
+                    if math.isfinite(value):
+                        sums[name][epoch].append(value)
+        values = {name: {epoch: sum(v) / len(v) for epoch, v in sorted(by_epoch.items())} for name, by_epoch in sums.items()}
+        return cls(label=label, values=values)
+
+    def series(self, metric: str) -> tuple[list[int], list[float]]:
+        """(epochs counted from 1, values) of one metric; empty when the run did not log it."""
+        by_epoch = self.values.get(metric, {})
+        return [epoch + 1 for epoch in by_epoch], list(by_epoch.values())
+
+
+def plot_curves(runs: Sequence[Curves], metrics: Sequence[str], out: Path, *, title: str | None = None) -> Path:
+    """Draw one panel per metric (x: epoch, one line per run) and save a PNG at `out`."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    missing = [m for m in metrics if not any(run.values.get(m) for run in runs)]
+    if missing:
+        known = sorted({name for run in runs for name in run.values})
+        raise ValueError(f"no run logged {', '.join(missing)}; logged metrics: {', '.join(known)}")
+    columns = min(len(metrics), 3)
+    rows = math.ceil(len(metrics) / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False)
+    for ax, metric in zip(axes.flat, metrics):
+        for run in runs:
+            epochs, values = run.series(metric)
+            if epochs:
+                ax.plot(epochs, values, marker="o", markersize=3, label=run.label)
+        ax.set_title(metric)
+        ax.set_xlabel("epoch")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    for ax in list(axes.flat)[len(metrics) :]:
+        ax.set_visible(False)
+    if title:
+        figure.suptitle(title)
+    figure.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=100)
+    plt.close(figure)
+    return out
+
+
+def parse_run(text: str) -> tuple[str, Path]:
+    """'LABEL=PATH' -> (LABEL, PATH); a bare PATH is labelled by its run folder's name."""
+    label, sep, path = text.partition("=")
+    if not sep:
+        path = text
+        label = Path(text).parent.name if text.endswith(".csv") else Path(text).name
+    return label, Path(path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m captioning.curves",
+        description="Plot per-epoch training curves of one or more runs from their CSVLogger metrics.csv files.",
+    )
+    parser.add_argument("out", type=Path, help="the PNG to write")
+    parser.add_argument("runs", nargs="+", help="LABEL=PATH/TO/metrics.csv (or its folder), one per run")
+    parser.add_argument(
+        "--metrics",
+        nargs="+",
+        default=["train/cross_entropy", "val/BLEU-4", "val/CIDEr"],
+        help="metrics to plot, one panel each (default: train/cross_entropy val/BLEU-4 val/CIDEr)",
+    )
+    parser.add_argument("--title", default=None, help="a title over the panels")
+    args = parser.parse_args(argv)
+    try:
+        runs = [Curves.read(label, path) for label, path in map(parse_run, args.runs)]
+        written = plot_curves(runs, args.metrics, args.out, title=args.title)
+    except (OSError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except ImportError as err:
+        print(f"error: plotting needs matplotlib ({err}); install it with `pip install matplotlib`", file=sys.stderr)
+        return 1
+    print(written)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
