@@ -14,7 +14,7 @@ A captioning copy can carry other decoding settings than the run's (`--beam-size
 those chosen on the validation split), so that the model decodes with them wherever it is loaded.
 
 Works for captioning and VQA checkpoints alike: `CaptioningModule.load` and `VqaModule.load` read the
-result like any checkpoint. The bundled ShapesWorld models (`captioning.bundled`, `vqa.bundled`) are made
+result like any checkpoint. The bundled models (`captioning.bundled`, `vqa.bundled`) are made
 with it.
 """
 

@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 from typing import Any, Optional
 
+from jsonargparse.typing import PositiveInt
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from captioning.checkpoint_io import with_safe_checkpoint_io
@@ -76,7 +77,7 @@ class CaptioningCLI(CheckpointSafeCLI):
             help="read with captioning.reading.Expectation, ArgMax or Sample instead of the model's setting",
         )
         parser.add_argument(
-            "--beam_size", type=Optional[int], default=None, help="beam width instead of the model's setting"
+            "--beam_size", type=Optional[PositiveInt], default=None, help="beam width instead of the model's setting"
         )
         parser.add_argument(
             "--length_penalty",
@@ -90,8 +91,6 @@ class CaptioningCLI(CheckpointSafeCLI):
         if config.get("inference") is not None:
             self.model.attention.inference = config.inference
         if config.get("beam_size") is not None:
-            if config.beam_size < 1:
-                raise SystemExit(f"error: --beam_size must be at least 1, got {config.beam_size}")
             self.model.hparams.beam_size = config.beam_size
         if config.get("length_penalty") is not None:
             self.model.hparams.length_penalty = config.length_penalty

@@ -206,3 +206,16 @@ def test_hard_attention_baseline_is_logged_saved_and_resumed(tmp_path):
     generated = model.generate(torch.randn(2, model.encoder.num_locations, model.encoder.feature_dim))
     for weights in generated.weights:
         assert torch.equal(weights.sum(-1), torch.ones(len(weights))) and set(weights.unique().tolist()) <= {0.0, 1.0}
+
+
+def test_a_beam_width_below_one_is_refused_before_anything_runs(tmp_path):
+    from captioning.bundled import SHAPES_SOFT
+
+    result = subprocess.run(
+        [sys.executable, "-m", "captioning", "test", "--config", str(CONFIGS / "shapes_soft.yaml"),
+         f"--ckpt_path={SHAPES_SOFT}", "--beam_size=0"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 2 and 'Parser key "beam_size"' in result.stderr and "v>0" in result.stderr
+    assert not (tmp_path / "runs").exists()  # refused while parsing: nothing was built or written
