@@ -32,9 +32,10 @@ import torch
 
 from harness import (
     FEATURE_DIM,
-    SIZE,
+    PAPER_SIZES,
     VOCABULARY,
     Clock,
+    all_met,
     cpu_info,
     made_up_vocabulary,
     match_threads_to_cpus,
@@ -116,12 +117,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "images": args.images,
         "steps": args.length,
         "precision": args.precision,
-        "sizes": {"embed": SIZE, "decoder": SIZE, "attention": SIZE, "feature": FEATURE_DIM, "vocabulary": VOCABULARY},
+        "sizes": PAPER_SIZES,
         "timing": {"warmup_searches": args.warmup, "timings": args.repeats},
         "results": results,
         "goal": {f"beam{beam}_{grid}x{grid}": value for (beam, grid), value in GOALS.items()} | {"cores": 2},
         "goal_met": met,
-        "all_goals_met": all(judged) if (judged := [v for v in met.values() if v is not None]) else None,
+        "all_goals_met": all_met(met),
         "cpu": cpu_info(),
     }
     print(json.dumps(figures))

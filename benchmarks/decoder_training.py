@@ -45,9 +45,10 @@ from torch import Tensor, nn
 
 from harness import (
     FEATURE_DIM,
-    SIZE,
+    PAPER_SIZES,
     VOCABULARY,
     Clock,
+    all_met,
     cpu_info,
     current_rss_mib,
     made_up_vocabulary,
@@ -209,13 +210,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         "batch_size": args.batch_size,
         "words": args.words,
         "precision": args.precision,
-        "sizes": {"embed": SIZE, "decoder": SIZE, "attention": SIZE, "feature": FEATURE_DIM, "vocabulary": VOCABULARY},
+        "sizes": PAPER_SIZES,
         "timing": {"warmup_steps": args.warmup, "steps_per_timing": args.steps, "timings": args.repeats},
         "memory": "peak_rss_mib: resource.getrusage ru_maxrss of a child process running only that setting",
         "results": results,
         "goal": {f"{grid}x{grid}": GOALS[grid] for grid in args.grids if grid in GOALS} | {"cores": 2},
         "goal_met": met,
-        "all_goals_met": all(judged) if (judged := [v for v in met.values() if v is not None]) else None,
+        "all_goals_met": all_met(met),
         "cpu": cpu_info(),
     }
     print(json.dumps(figures))

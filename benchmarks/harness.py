@@ -30,6 +30,8 @@ from data.vocabulary import Vocabulary  # noqa: E402
 FEATURE_DIM = 1280  # EfficientNet-Lite0's annotation vectors
 SIZE = 512  # embedding, decoder and attention size
 VOCABULARY = 2600
+PAPER_SIZES = {"embed": SIZE, "decoder": SIZE, "attention": SIZE, "feature": FEATURE_DIM, "vocabulary": VOCABULARY}
+"""The sizes above as the benchmarks print them."""
 
 
 def match_threads_to_cpus() -> None:
@@ -86,6 +88,12 @@ class Clock:
 
     def cpu_share(self) -> float:
         return round(self.cpu / (self.wall * torch.get_num_threads()), 3) if self.wall else float("nan")
+
+
+def all_met(met: dict[str, bool | None]) -> bool | None:
+    """Whether every goal that was judged is met; None when none was (a setting without a goal is None)."""
+    judged = [value for value in met.values() if value is not None]
+    return all(judged) if judged else None
 
 
 def rates(
