@@ -19,24 +19,23 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from captioning.attention import AdditiveScore, Attention, Score
+from captioning.precision import compute_dtype
 from captioning.reading import Expectation, Read, Reading
+from captioning.unrolled_linear import UnrolledLinear
 
 EXPECTATION = Expectation()
 
 
 @dataclass
 class ImageMemory:
-    """What the decoder attends over, prepared once per image."""
+    """What the decoder attends over, prepared once per image; the K beams of a search share it."""
 
     features: Tensor  # (B, L, D) annotation vectors
     projected: Tensor  # (B, L, K) the score function's image-side projection
-
-    def repeat(self, times: int) -> "ImageMemory":
-        """Each image repeated `times` times in a row (for beams): (B, ...) -> (B * times, ...)."""
-        return ImageMemory(self.features.repeat_interleave(times, 0), self.projected.repeat_interleave(times, 0))
 
 
 @dataclass
@@ -57,6 +56,11 @@ class StepOutput:
     logits: Tensor  # (B, V) unnormalised log-probabilities of the next word
     weights: Tensor  # (B, L) the weights the context was read with: alpha, or one-hot for a hard read
     state: LSTMState
+
+    def repeat(self, times: int) -> "StepOutput":
+        """Each row repeated `times` times in a row: (B, ...) -> (B * times, ...)."""
+        logits, weights = self.logits.repeat_interleave(times, 0), self.weights.repeat_interleave(times, 0)
+        return StepOutput(logits, weights, self.state.repeat(times))
 
 
 @dataclass
@@ -143,18 +147,15 @@ class ShowAttendTell(nn.Module):
         if not self.state_from_image:
             mean = torch.zeros_like(mean)  # the MLPs' biases alone: a learned image-independent start
         state = LSTMState(torch.tanh(self.init_h(mean)), torch.tanh(self.init_c(mean)))
-        return ImageMemory(features, self.attention.prepare(features)), state
+        # read at every word: cast once here rather than by autocast at every step
+        return ImageMemory(features.to(compute_dtype(features.dtype)), self.attention.prepare(features)), state
 
-    def _advance(
-        self, embedded: Tensor, state: LSTMState, memory: ImageMemory, read: Read
-    ) -> tuple[Tensor, Reading, Tensor, LSTMState]:
-        """Attend with h_{t-1}, read the gated context, update the LSTM: -> (alpha (B, L), reading, z (B, D), state)."""
+    def _attend(self, state: LSTMState, memory: ImageMemory, read: Read) -> tuple[Tensor, Reading, Tensor]:
+        """Attend with h_{t-1} and read the gated context: -> (alpha (B, L), reading, z (B, D))."""
         alpha = self.attention.weights(state.h, memory.projected)  # (B, L)
         beta = torch.sigmoid(self.f_beta(state.h))  # (B, 1)
         reading = read(alpha, memory.features)
-        z = beta * reading.context  # (B, D)
-        h, c = self.lstm(torch.cat([embedded, z], dim=-1), (state.h, state.c))
-        return alpha, reading, z, LSTMState(h, c)
+        return alpha, reading, beta * reading.context
 
     def _output(self, embedded: Tensor, h: Tensor, z: Tensor) -> Tensor:
         """The deep output layer L_o(E y_{t-1} + L_h h_t + L_z z_t), for (..., E), (..., H), (..., D) -> (..., V)."""
@@ -163,25 +164,42 @@ class ShowAttendTell(nn.Module):
     def step(self, words: Tensor, state: LSTMState, memory: ImageMemory, read: Read = EXPECTATION) -> StepOutput:
         """One word: previous words (B,) -> next-word logits (B, V), the weights read with (B, L), new state."""
         embedded = self.embedding(words)  # (B, E)
-        _, reading, z, state = self._advance(embedded, state, memory, read)
-        return StepOutput(self._output(embedded, state.h, z), reading.used, state)
+        _, reading, z = self._attend(state, memory, read)
+        h, c = self.lstm(torch.cat([embedded, z], dim=-1), (state.h, state.c))
+        return StepOutput(self._output(embedded, h, z), reading.used, LSTMState(h, c))
 
     def forward(self, features: Tensor, inputs: Tensor, read: Read = EXPECTATION) -> TeacherForced:
         """Teacher forcing: features (B, L, D), input words (B, T) starting with <start> -> logits (B, T, V).
 
-        Only the recurrence runs word by word; the embeddings and the output layer run once over all steps.
-        A hard read also returns the locations it read, for the REINFORCE term.
+        Only the recurrence runs word by word. The embeddings, their share of the LSTM gates and the output
+        layer run once over all steps, and the recurrent products' weight gradients are made once for all
+        steps (`UnrolledLinear`); the values are those of `step` (the same LSTM cell, written out). A hard read
+        also returns the locations it read, for the REINFORCE term.
         """
         memory, state = self.start(features)
-        batch, steps = inputs.shape
         embedded = self.embedding(inputs)  # (B, T, E)
-        weights = features.new_empty(batch, steps, features.shape[1])  # (B, T, L)
-        hidden = features.new_empty(batch, steps, state.h.shape[-1])  # (B, T, H)
-        context = features.new_empty(batch, steps, memory.features.shape[2])  # (B, T, D), D + 2 with coordinates
-        locations = []
-        for t in range(steps):
-            weights[:, t], reading, context[:, t], state = self._advance(embedded[:, t], state, memory, read)
-            hidden[:, t] = state.h
+        from_words, from_context = self.lstm.weight_ih.split([embedded.shape[-1], memory.features.shape[-1]], dim=1)
+        # W_ih [E y_{t-1}; z_t] + b_ih + W_hh h_{t-1} + b_hh with its word part and both biases for every step at once
+        gates_from_words = F.linear(embedded, from_words, self.lstm.bias_ih + self.lstm.bias_hh)  # (B, T, 4H)
+        gates_from_context, gates_from_state = UnrolledLinear(from_context), UnrolledLinear(self.lstm.weight_hh)
+        weights, hidden, context, locations = [], [], [], []
+        for t in range(inputs.shape[1]):
+            alpha, reading, z = self._attend(state, memory, read)
+            gates = gates_from_words[:, t] + gates_from_context(z) + gates_from_state(state.h)  # (B, 4H)
+            state = lstm_cell(gates, state.c)
+            weights.append(alpha)
+            hidden.append(state.h)
+            context.append(z)
             locations.append(reading.locations)
-        read_locations = torch.stack(locations, 1) if steps and locations[0] is not None else None  # (B, T)
-        return TeacherForced(self._output(embedded, hidden, context), weights, read_locations)
+        read_locations = torch.stack(locations, 1) if locations and locations[0] is not None else None  # (B, T)
+        hidden_steps, context_steps = torch.stack(hidden, 1), torch.stack(context, 1)  # (B, T, H), (B, T, D)
+        logits = self._output(embedded, hidden_steps, context_steps)  # (B, T, V)
+        return TeacherForced(logits, torch.stack(weights, 1), read_locations)
+
+
+def lstm_cell(gates: Tensor, c: Tensor) -> LSTMState:
+    """`nn.LSTMCell`'s update from its summed gate pre-activations (B, 4H), in its order (input, forget, cell,
+    output), and the previous cell state (B, H)."""
+    i, f, g, o = gates.chunk(4, dim=-1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return LSTMState(torch.sigmoid(o) * torch.tanh(c), c)

@@ -26,7 +26,11 @@ class Reading:
 
 
 class Read:
-    """Base class: (alpha (B, L), annotation vectors (B, L, D)) -> Reading."""
+    """Base class: (alpha (N, L), annotation vectors (B, L, D)) -> Reading.
+
+    N is B, or B * K when each image has K rows of weights in a row (K beams of a search): those rows all read
+    their image's grid, which is not copied K times.
+    """
 
     def __call__(self, weights: Tensor, features: Tensor) -> Reading:
         raise NotImplementedError
@@ -36,7 +40,8 @@ class Expectation(Read):
     """Soft attention: the weighted mean sum_i alpha_i a_i, differentiable in alpha."""
 
     def __call__(self, weights: Tensor, features: Tensor) -> Reading:
-        context = torch.bmm(weights.unsqueeze(1), features).squeeze(1)  # (B, D)
+        grouped = weights.view(len(features), -1, weights.shape[-1])  # (B, K, L)
+        context = torch.bmm(grouped, features).view(len(weights), -1)  # (N, D)
         return Reading(context, weights, None)
 
 
@@ -48,10 +53,10 @@ class _OneLocation(Read):
         raise NotImplementedError
 
     def __call__(self, weights: Tensor, features: Tensor) -> Reading:
-        locations = self.choose(weights)  # (B,)
-        rows = torch.arange(features.shape[0], device=features.device)
-        context = features[rows, locations]  # (B, D)
-        used = F.one_hot(locations, weights.shape[-1]).to(weights.dtype)  # (B, L)
+        locations = self.choose(weights)  # (N,)
+        images = torch.arange(len(weights), device=features.device) // (len(weights) // len(features))  # (N,)
+        context = features[images, locations]  # (N, D)
+        used = F.one_hot(locations, weights.shape[-1]).to(weights.dtype)  # (N, L)
         return Reading(context, used, locations)
 
 

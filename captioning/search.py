@@ -34,9 +34,9 @@ class Generated:
 def _next_word_log_probs(logits: Tensor, banned: Sequence[int]) -> Tensor:
     """log_softmax over the vocabulary (last dimension) after removing the `banned` word ids (e.g. <unk>,
     <pad>, <start>: ids that make no caption), so the other words' probabilities sum to one."""
-    logits = logits.float()
+    logits = logits.to(torch.float32, copy=True)  # one copy, ours to change in place
     if banned:
-        logits = logits.index_fill(-1, torch.as_tensor(list(banned), device=logits.device), float("-inf"))
+        logits.index_fill_(-1, torch.as_tensor(list(banned), device=logits.device), float("-inf"))
     return torch.log_softmax(logits, dim=-1)
 
 
@@ -112,8 +112,9 @@ def beam_search(
     batch, locations = features.shape[0], features.shape[1]
     k = beam_size
     memory, state = decoder.start(features)
-    memory, state = memory.repeat(k), state.repeat(k)
-    words = features.new_full((batch * k,), start_id, dtype=torch.long)  # (B*K,)
+    # The first step is the same for every beam of an image (all start from <start>): it runs once per image and
+    # is then repeated. The K beams of an image read its one memory (see `Read`).
+    words = features.new_full((batch,), start_id, dtype=torch.long)  # (B,), then (B*K,)
     # Only the first beam of each image is alive at the start, so the K beams don't all duplicate it.
     scores = features.new_full((batch, k), float("-inf"))
     scores[:, 0] = 0.0
@@ -125,13 +126,15 @@ def beam_search(
 
     for t in range(max_length):
         out = decoder.step(words, state, memory, read)
+        if t == 0:
+            out = out.repeat(k)
         log_probs = _next_word_log_probs(out.logits, banned).view(batch, k, -1)  # (B, K, V)
         vocab = log_probs.shape[-1]
         # A finished beam continues with exactly one zero-cost candidate (index end_id) and nothing else.
-        frozen = torch.full_like(log_probs, float("-inf"))
-        frozen[..., end_id] = 0.0
-        log_probs = torch.where(finished.unsqueeze(-1), frozen, log_probs)
-        candidates = (scores.unsqueeze(-1) + log_probs).view(batch, k * vocab)  # (B, K*V)
+        if bool(finished.any()):
+            log_probs.masked_fill_(finished.unsqueeze(-1), float("-inf"))
+            log_probs[..., end_id].masked_fill_(finished, 0.0)
+        candidates = log_probs.add_(scores.unsqueeze(-1)).view(batch, k * vocab)  # (B, K*V)
         top_scores, top_index = candidates.topk(k, dim=-1)  # (B, K)
         parent, word = top_index // vocab, top_index % vocab  # (B, K)
 

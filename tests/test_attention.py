@@ -104,3 +104,18 @@ def test_softmax_of_hand_scores():
     _, weights = attention(S, H, attention.prepare(H))
     e = torch.tensor([3.0, 3.0, -4.0]).exp()
     assert torch.allclose(weights[0], e / e.sum())
+
+
+@pytest.mark.parametrize("cls", [AdditiveScore, DotScore, ScaledDotScore, CosineScore, GeneralScore, LocationScore])
+def test_beams_of_an_image_meet_its_one_copy_of_the_keys(cls, monkeypatch):
+    """K queries per image against (B, L, .) keys score as each query against its own copy of its image's keys
+    (what beam search did with copied grids), blocked or not."""
+    torch.manual_seed(0)
+    score = cls(query_dim=4, key_dim=6, attention_dim=5, num_locations=3)
+    queries, keys = torch.randn(2 * 4, 4), torch.randn(2, 3, 6)  # B=2 images, K=4 queries each
+    projected = score.project_keys(keys)
+    copied = score(queries, score.project_keys(keys.repeat_interleave(4, 0)))  # (8, 3)
+    with torch.no_grad():
+        assert torch.allclose(score(queries, projected), copied, atol=1e-6)
+        monkeypatch.setattr(AdditiveScore, "BLOCK_ELEMENTS", 1)  # one image per block
+        assert torch.allclose(score(queries, projected), copied, atol=1e-6)

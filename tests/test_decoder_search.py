@@ -44,6 +44,41 @@ def test_teacher_forcing_equals_stepping_by_hand():
         assert torch.allclose(out.logits[:, t], logits, atol=1e-5)
 
 
+def test_teacher_forcing_gradients_equal_those_of_stepping():
+    """The unroll's written-out LSTM cell and one-product weight gradients (`UnrolledLinear`) against `step`, which
+    runs torch's own `nn.LSTMCell`: the same gradient for every parameter."""
+    decoder = make_decoder(dropout=0.0).train()
+    features = torch.randn(3, 5, 6)
+    inputs = torch.tensor([[START, 4, 5, 6], [START, 7, 3, 5], [START, 9, 8, 4]])
+    targets = torch.randn(3, 4, 12)
+
+    def gradients(logits: torch.Tensor) -> dict[str, torch.Tensor]:
+        decoder.zero_grad()
+        (logits * targets).sum().backward()
+        return {name: p.grad.clone() for name, p in decoder.named_parameters()}
+
+    unrolled = gradients(decoder(features, inputs).logits)
+    memory, state = decoder.start(features)
+    stepped = []
+    for t in range(4):
+        out = decoder.step(inputs[:, t], state, memory)
+        stepped.append(out.logits)
+        state = out.state
+    by_step = gradients(torch.stack(stepped, 1))
+    for name, grad in by_step.items():
+        assert torch.allclose(unrolled[name], grad, atol=1e-5), name
+
+
+def test_under_autocast_the_grid_is_cast_once_per_image():
+    decoder = make_decoder()
+    features = torch.randn(2, 5, 6)
+    assert decoder.start(features)[0].features.dtype == torch.float32
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        memory, _ = decoder.start(features)
+        assert memory.features.dtype == torch.bfloat16  # not cast again at every word's read
+        assert decoder(features, torch.tensor([[START, 4], [START, 5]])).logits.dtype == torch.bfloat16
+
+
 def test_grid_positions_follow_the_encoders_row_major_cells():
     positions = grid_positions(9)  # a 3x3 grid: location r * 3 + c is row r, column c
     assert positions.tolist() == [[x, y] for y in (-1.0, 0.0, 1.0) for x in (-1.0, 0.0, 1.0)]

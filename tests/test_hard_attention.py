@@ -224,3 +224,13 @@ def test_the_baseline_lowers_the_estimators_variance():
     variance_without = estimates(decoder, without, batches=300, per_batch=10, update_baseline=False).var(0).sum()
     print(f"gradient variance: {variance_with:.4g} with the baseline, {variance_without:.4g} without")
     assert variance_with < 0.5 * variance_without
+
+
+@pytest.mark.parametrize("read", [Expectation(), ArgMax()])
+def test_beams_of_an_image_read_its_one_grid(read):
+    """Weights (B*K, L) over features (B, L, D) read as weights over each row's own copy of its image's grid."""
+    torch.manual_seed(0)
+    weights, features = torch.softmax(torch.randn(2 * 3, L), -1), torch.randn(2, L, 4)
+    grouped, copied = read(weights, features), read(weights, features.repeat_interleave(3, 0))
+    assert torch.allclose(grouped.context, copied.context, atol=1e-6)
+    assert torch.equal(grouped.used, copied.used)
