@@ -1,6 +1,7 @@
 """How much of this machine's float32 matmul rate the decoder's training step achieves.
 
     python benchmarks/matmul_efficiency.py [--grids 7 14] [--attention soft hard] [--steps 5] [--repeats 5]
+                                           [--precision 32-true|bf16-mixed]
     taskset -c 0,1 python benchmarks/matmul_efficiency.py        # the goal's setting: 2 cores
 
 The goal, on 2 cores: the training step of `decoder_training.py` achieves at least 0.5 of the rate of a plain
@@ -16,7 +17,10 @@ float32 matrix product measured in the same run.
   elementwise (tanh, softmax, the optimiser), so the figure is the step's matmul work. `by_op` splits it.
 * `achieved_gflops`: flops_per_step x steps/s, steps/s the median of `--repeats` timings of `--steps` steps
   after `--warmup` untimed ones, as in `decoder_training.py` (here all settings run in this process).
-* `efficiency`: achieved_gflops / matmul_gflops.
+* `efficiency`: achieved_gflops / matmul_gflops (the float32 rate, whatever `--precision`).
+* `--precision bf16-mixed` times the step under bfloat16 autocast (as `decoder_training.py --precision
+  bf16-mixed`); the same 2048 x 2048 product in bfloat16 is then measured too (`matmul_gflops_bf16`), and
+  `efficiency_bf16` is achieved_gflops / that rate: how close the step comes to the rate of the dtype it runs in.
 * `cpu_share`: CPU seconds / (wall seconds x threads) while timed (see `harness.Clock`): well under 1 means
   something else was running on the same cores.
 
@@ -35,16 +39,16 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from harness import Clock, cpu_info, match_threads_to_cpus, rates, summary
 
-from decoder_training import TrainingStep
+from decoder_training import PRECISIONS, TrainingStep
 
 GOAL = 0.5
 MM_SIZE = 2048
 
 
-def matmul_rates(repeats: int, clock: Clock, warmup: int = 2) -> list[float]:
-    """GFLOP/s of `repeats` float32 products of two MM_SIZE x MM_SIZE matrices."""
-    a, b = torch.randn(MM_SIZE, MM_SIZE), torch.randn(MM_SIZE, MM_SIZE)
-    out = torch.empty(MM_SIZE, MM_SIZE)
+def matmul_rates(repeats: int, clock: Clock, warmup: int = 2, dtype: torch.dtype = torch.float32) -> list[float]:
+    """GFLOP/s of `repeats` products of two MM_SIZE x MM_SIZE matrices of `dtype`."""
+    a, b = torch.randn(MM_SIZE, MM_SIZE, dtype=dtype), torch.randn(MM_SIZE, MM_SIZE, dtype=dtype)
+    out = torch.empty(MM_SIZE, MM_SIZE, dtype=dtype)
     flops = 2 * MM_SIZE**3
     for _ in range(warmup):
         torch.mm(a, b, out=out)
@@ -77,6 +81,9 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=5, help="training steps per timing (default 5)")
     parser.add_argument("--repeats", type=int, default=5, help="timings of the training step (default 5)")
     parser.add_argument("--mm-repeats", type=int, default=10, help="timed products, before and after (default 10)")
+    parser.add_argument(
+        "--precision", default="32-true", choices=PRECISIONS, help="32-true (default) or bf16-mixed (bfloat16 autocast)"
+    )
     args = parser.parse_args(argv)
     if min(args.steps, args.repeats, args.mm_repeats, args.batch_size, args.words - 1) < 1 or args.warmup < 0:
         parser.error("--steps, --repeats, --mm-repeats, --batch-size must be at least 1, --words at least 2")
@@ -91,7 +98,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     settings = []
     for grid in args.grids:
         for attention in args.attention:
-            step = TrainingStep(grid=grid, attention=attention, batch_size=args.batch_size, words=args.words)
+            step = TrainingStep(
+                grid=grid, attention=attention, batch_size=args.batch_size, words=args.words, precision=args.precision
+            )
             flops, by_op = count_flops(step)  # also the first warm-up step
 
             def steps() -> None:
@@ -106,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             del step
     after = matmul_rates(args.mm_repeats, mm_clock)
     matmul = statistics.median(before + after)
+    bf16 = args.precision == "bf16-mixed"
+    matmul_bf16 = statistics.median(matmul_rates(args.mm_repeats, Clock(), dtype=torch.bfloat16)) if bf16 else None
     results, met = {}, {}
     for name, flops, by_op, steps_per_s, cpu_share in settings:
         achieved = flops * statistics.median(steps_per_s) / 1e9
@@ -118,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             "efficiency": round(achieved / matmul, 3),
             "cpu_share": cpu_share,
         }
+        if bf16:
+            results[name]["efficiency_bf16"] = round(achieved / matmul_bf16, 3)
         met[name] = achieved / matmul >= GOAL
     figures = {
         "benchmark": "matmul_efficiency",
@@ -129,6 +142,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             "after": summary(after),
             "cpu_share": mm_clock.cpu_share(),
         },
+        "matmul_gflops_bf16": None if matmul_bf16 is None else round(matmul_bf16, 1),
+        "precision": args.precision,
         "batch_size": args.batch_size,
         "words": args.words,
         "results": results,
