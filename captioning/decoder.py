@@ -183,9 +183,9 @@ class ShowAttendTell(nn.Module):
         gates_from_words = F.linear(embedded, from_words, self.lstm.bias_ih + self.lstm.bias_hh)  # (B, T, 4H)
         gates_from_context, gates_from_state = UnrolledLinear(from_context), UnrolledLinear(self.lstm.weight_hh)
         weights, hidden, context, locations = [], [], [], []
-        for t in range(inputs.shape[1]):
+        for from_word in gates_from_words.unbind(1):  # (B, 4H) per step; one backward node for all of them
             alpha, reading, z = self._attend(state, memory, read)
-            gates = gates_from_words[:, t] + gates_from_context(z) + gates_from_state(state.h)  # (B, 4H)
+            gates = from_word + gates_from_context(z) + gates_from_state(state.h)  # (B, 4H)
             state = lstm_cell(gates, state.c)
             weights.append(alpha)
             hidden.append(state.h)
