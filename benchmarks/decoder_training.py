@@ -11,7 +11,7 @@ One step is what `CaptioningModule.training_step` does on a batch of cached feat
 around it: the cached float16 grids made float32 (`Encoder.annotations`), the teacher-forced unroll of
 `ShowAttendTell` with the attention mode's training read, the mode's loss (`SoftAttention`: cross-entropy
 plus the doubly stochastic penalty; `HardAttention`: the REINFORCE objective with its baseline and entropy
-term), the finiteness check, the baseline update (`observe`), backward, and the Adam step of
+term), the finiteness check, the baseline update (`observe`), backward, and the (fused) Adam step of
 `adam_with_epoch_decay` with the gradients cleared (`zero_grad`, as Lightning does). The model is in train mode
 (dropout on). Hard attention is measured with `expectation_probability=0`, so every step samples its
 locations and pays for the REINFORCE term (the paper's 0.5 would make half the steps soft ones). The goal's
@@ -109,7 +109,7 @@ class TrainingStep:
         frozen_encoder = nn.Module()  # cached grids: the encoder is frozen and has no trainable parameter
         self.optimizer = adam_with_epoch_decay(
             self.decoder.parameters(), frozen_encoder, learning_rate=LEARNING_RATE, encoder_learning_rate=1e-4,
-            lr_decay=1.0,
+            lr_decay=1.0, fused=True,  # as the modules run it without a float16 loss scaler (`FusedAdamClipping`)
         )["optimizer"]
         self.inputs = (torch.rand(batch_size, grid * grid, FEATURE_DIM) * 6).half()  # (B, L, D) as the cache stores it
         words_ids = torch.randint(len(Vocabulary.SPECIALS), len(v), (batch_size, words - 1))

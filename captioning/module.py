@@ -20,14 +20,14 @@ from captioning.decoder import ShowAttendTell
 from captioning.encoder import EfficientNetLite, Encoder
 from captioning.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
 from captioning.hparams import plain_hyperparameters
-from captioning.optimization import adam_with_epoch_decay
+from captioning.optimization import FusedAdamClipping, adam_with_epoch_decay
 from captioning.objectives import AttentionObjective, LossTerms, SoftAttention
 from captioning.metrics import score_captions
 from captioning.search import Generated, beam_search
 from data.vocabulary import Vocabulary
 
 
-class CaptioningModule(L.LightningModule):
+class CaptioningModule(FusedAdamClipping, L.LightningModule):
     """Show, Attend and Tell, with soft or hard attention.
 
     Args:
@@ -265,4 +265,5 @@ class CaptioningModule(L.LightningModule):
             learning_rate=self.hparams.learning_rate,
             encoder_learning_rate=self.hparams.encoder_learning_rate,
             lr_decay=self.hparams.lr_decay,
+            fused=self.fused_adam(),
         )

@@ -19,7 +19,7 @@ from captioning.checkpoints import load_module
 from captioning.encoder import EfficientNetLite, Encoder
 from captioning.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
 from captioning.hparams import plain_hyperparameters
-from captioning.optimization import adam_with_epoch_decay
+from captioning.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 from data.vqa import VqaSample
 from vqa.answers import AnswerTargets, AnswerVocabulary, SoftScores
@@ -37,7 +37,7 @@ class Answered:
     weights: Tensor  # (K, L) attention of each hop over the image grid
 
 
-class VqaModule(L.LightningModule):
+class VqaModule(FusedAdamClipping, L.LightningModule):
     """Stacked Attention Network for VQA.
 
     Args:
@@ -249,4 +249,5 @@ class VqaModule(L.LightningModule):
             learning_rate=self.hparams.learning_rate,
             encoder_learning_rate=self.hparams.encoder_learning_rate,
             lr_decay=self.hparams.lr_decay,
+            fused=self.fused_adam(),
         )
