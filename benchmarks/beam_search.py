@@ -14,8 +14,8 @@ attention (the expectation read). Every search runs exactly `--length` steps: `m
 the untrained decoder's output bias for `<end>` is set to -1e9 so no beam ever ends early (the search stops
 early only when every beam has emitted `<end>`). The script checks that every caption came back with
 `--length` words. The grids are uniform random in [0, 6), the range of EfficientNet-Lite's ReLU6 features.
-The goal's setting is float32; `--precision bf16-mixed` runs the search under bfloat16 autocast, as
-Lightning's `Trainer(precision="bf16-mixed")` would run `predict` on the CPU.
+Float32 by default; `--precision bf16-mixed` runs the search under bfloat16 autocast, as Lightning's
+`Trainer(precision="bf16-mixed")` (the Flickr8k configs' setting) runs `test` and `predict` on the CPU.
 
 Each figure is the median over `--repeats` timed searches, after `--warmup` untimed ones; `cpu_share` is the
 CPU seconds / (wall seconds x threads) over those searches (see `harness.Clock`): well under 1 means something
@@ -70,7 +70,7 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=5, help="timed searches; the median is reported (default 5)")
     parser.add_argument(
         "--precision", default="32-true", choices=("32-true", "bf16-mixed"),
-        help="32-true (default, the goal's setting) or bf16-mixed (autocast to bfloat16, as Lightning's option)",
+        help="32-true (default) or bf16-mixed (autocast to bfloat16, as Lightning's option)",
     )
     args = parser.parse_args(argv)
     if min(args.images, args.length, args.repeats, *args.beams) < 1 or args.warmup < 0:

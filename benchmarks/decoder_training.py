@@ -14,9 +14,9 @@ plus the doubly stochastic penalty; `HardAttention`: the REINFORCE objective wit
 term), the finiteness check, the baseline update (`observe`), backward, and the (fused) Adam step of
 `adam_with_epoch_decay` with the gradients cleared (`zero_grad`, as Lightning does). The model is in train mode
 (dropout on). Hard attention is measured with `expectation_probability=0`, so every step samples its
-locations and pays for the REINFORCE term (the paper's 0.5 would make half the steps soft ones). The goal's
-setting is float32 (`--precision 32-true`); `--precision bf16-mixed` runs forward and loss under bfloat16
-autocast, as Lightning's `Trainer(precision="bf16-mixed")` does on the CPU.
+locations and pays for the REINFORCE term (the paper's 0.5 would make half the steps soft ones). Float32
+by default (`--precision 32-true`); `--precision bf16-mixed` runs forward and loss under bfloat16 autocast, as
+Lightning's `Trainer(precision="bf16-mixed")` (the Flickr8k configs' setting) does on the CPU.
 
 The captions are random words of the vocabulary, none padding: `<start>` + 19 words + `<end>`, 20 decoder
 steps with 20 real targets each. The grids are uniform random in [0, 6), the range of EfficientNet-Lite's
@@ -173,7 +173,7 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=5, help="timings; the median is reported (default 5)")
     parser.add_argument(
         "--precision", default="32-true", choices=PRECISIONS,
-        help="32-true (default, the goal's setting) or bf16-mixed (autocast to bfloat16, as Lightning's option)",
+        help="32-true (default) or bf16-mixed (autocast to bfloat16, as Lightning's option)",
     )
     parser.add_argument("--one", nargs=2, metavar=("ATTENTION", "GRID"), help=argparse.SUPPRESS)  # a child's setting
     args = parser.parse_args(argv)
