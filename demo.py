@@ -41,6 +41,7 @@ import skimage.data
 import torch
 from PIL import Image
 
+from captioning.allocator import keep_freed_memory
 from captioning.bundled import CAPTION_CHECKPOINTS
 from captioning.export import CaptionOverlays, generate_caption
 from captioning.module import CaptioningModule
@@ -364,6 +365,7 @@ def named_checkpoint(text: str) -> tuple[str, Path]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_arguments(argv)
+    keep_freed_memory()
     try:
         app = build_app(
             caption_checkpoints=args.caption_model,

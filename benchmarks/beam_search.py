@@ -44,6 +44,7 @@ from harness import (
     summary,
 )
 
+from captioning.allocator import keep_freed_memory
 from captioning.decoder import ShowAttendTell
 from captioning.search import beam_search
 from data.vocabulary import Vocabulary
@@ -81,6 +82,7 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_arguments(argv)
     match_threads_to_cpus()
+    keep_freed_memory()  # as the entry points do
     vocabulary = made_up_vocabulary(VOCABULARY)
     results, met = {}, {}
     for grid in args.grids:

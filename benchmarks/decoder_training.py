@@ -60,6 +60,7 @@ from harness import (
     summary,
 )
 
+from captioning.allocator import keep_freed_memory
 from captioning.hard_attention import HardAttention
 from captioning.objectives import AttentionObjective, SoftAttention
 from captioning.optimization import adam_with_epoch_decay
@@ -193,6 +194,7 @@ def child_arguments(args: argparse.Namespace, attention: str, grid: int) -> list
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_arguments(argv)
     match_threads_to_cpus()
+    keep_freed_memory()  # as the entry points do
     if args.one is not None:
         attention, grid = args.one
         print(json.dumps(measure(int(grid), attention, args)))

@@ -45,6 +45,7 @@ from torch.utils.data import DataLoader
 
 from harness import ROOT, Clock, cpu_info, match_threads_to_cpus, summary
 
+from captioning.allocator import keep_freed_memory
 from captioning.encoder import EfficientNetLite
 from captioning.features import FeatureCache, _ImagesToEncode
 from data.images import load_image
@@ -129,6 +130,7 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_arguments(argv)
     match_threads_to_cpus()
+    keep_freed_memory()  # as the entry points do
     files = image_files(args.images, args.limit)
     for path in files:
         path.read_bytes()  # into the OS page cache, so no figure pays for the disk

@@ -83,7 +83,7 @@ class AdditiveScore(Score):
         return self.key_proj(keys).mul(2.0)  # (B, L, A) 2 (W_h h_i + b): the doubling `_scores` needs, done once
 
     def forward(self, query: Tensor, projected_keys: Tensor) -> Tensor:
-        queries = per_image(self.query_proj(query), projected_keys).unsqueeze(2)  # (B, K, 1, A) W_s s
+        queries = per_image(self.query_proj(query).mul(2.0), projected_keys).unsqueeze(2)  # (B, K, 1, A) 2 W_s s
         keys = projected_keys.unsqueeze(1)  # (B, 1, L, A)
         rows = max(1, self.BLOCK_ELEMENTS // max(1, queries.shape[1] * keys.shape[2] * keys.shape[3]))
         recording = torch.is_grad_enabled() and (queries.requires_grad or keys.requires_grad)
@@ -93,12 +93,14 @@ class AdditiveScore(Score):
         return torch.cat(blocks).view(len(query), -1)  # (N, L)
 
     def _scores(self, query: Tensor, projected_keys: Tensor) -> Tensor:
-        """v^T tanh(q + k_i) for projected queries (b, K, 1, A) and projected, doubled keys (b, 1, L, A) -> (b, K, L).
+        """v^T tanh(q + k_i) for projected queries (b, K, 1, A) and keys (b, 1, L, A), both doubled -> (b, K, L).
 
         Made as 2 v^T sigmoid(2 (q + k_i)) - sum(v), the same function (tanh u = 2 sigmoid(2u) - 1) at a fraction
-        of the cost: torch's CPU tanh costs about 6 times its sigmoid, and was the dearest op of a 14x14 step.
+        of the cost: torch's CPU tanh costs about 6 times its sigmoid, and was the dearest op of a 14x14 step. Both
+        sides come doubled, the keys once per image and the queries at their (N, A) size, so that nothing scales
+        the (b, K, L, A) sum or, in training, its gradient.
         """
-        hidden = torch.sigmoid_(torch.add(projected_keys, query, alpha=2.0))  # (b, K, L, A) 2 (k_i + q), in place
+        hidden = torch.sigmoid_(projected_keys + query)  # (b, K, L, A) 2 (k_i + q), squashed in place
         return self.v(hidden).squeeze(-1).mul(2.0) - self.v.weight.sum()
 
 

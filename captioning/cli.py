@@ -9,6 +9,7 @@ from typing import Any, Optional
 from jsonargparse.typing import PositiveInt
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
+from captioning.allocator import keep_freed_memory
 from captioning.checkpoint_io import with_safe_checkpoint_io
 from captioning.checkpoints import CheckpointError, check_kind, check_weights_fit, read_checkpoint
 from captioning.datamodule import CaptionDataModule
@@ -118,6 +119,7 @@ def show_progress_messages() -> None:
 
 def main(args: list[str] | None = None) -> CaptioningCLI:
     show_progress_messages()
+    keep_freed_memory()
     try:
         return CaptioningCLI(
             CaptioningModule,

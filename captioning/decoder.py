@@ -147,8 +147,9 @@ class ShowAttendTell(nn.Module):
         if not self.state_from_image:
             mean = torch.zeros_like(mean)  # the MLPs' biases alone: a learned image-independent start
         state = LSTMState(torch.tanh(self.init_h(mean)), torch.tanh(self.init_c(mean)))
-        # read at every word: cast once here rather than by autocast at every step
-        return ImageMemory(features.to(compute_dtype(features.dtype)), self.attention.prepare(features)), state
+        # read at every word: cast once here rather than by autocast at every step (and in the key projection)
+        features = features.to(compute_dtype(features.dtype))
+        return ImageMemory(features, self.attention.prepare(features)), state
 
     def _attend(self, state: LSTMState, memory: ImageMemory, read: Read) -> tuple[Tensor, Reading, Tensor]:
         """Attend with h_{t-1} and read the gated context: -> (alpha (B, L), reading, z (B, D))."""

@@ -31,6 +31,7 @@ import torch
 from PIL import Image
 from torch import Tensor
 
+from captioning.allocator import keep_freed_memory
 from captioning.datamodule import IMAGE_SUFFIXES
 from captioning.module import CaptioningModule
 from captioning.overlays import gif_frame, heat_maps, overlay, save_gif, save_png, titled, word_grid
@@ -245,6 +246,7 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_arguments(argv)
+    keep_freed_memory()
     try:
         model = CaptioningModule.load(args.checkpoint)
     except (FileNotFoundError, ValueError) as error:

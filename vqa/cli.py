@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from lightning.pytorch.cli import LightningArgumentParser
 
+from captioning.allocator import keep_freed_memory
 from captioning.checkpoints import CheckpointError
 from captioning.cli import CheckpointSafeCLI, show_progress_messages
 from vqa.datamodule import VqaDataModule
@@ -24,6 +25,7 @@ class VqaCLI(CheckpointSafeCLI):
 
 def main(args: list[str] | None = None) -> VqaCLI:
     show_progress_messages()
+    keep_freed_memory()
     try:
         return VqaCLI(VqaModule, VqaDataModule, save_config_kwargs={"overwrite": True}, args=args)
     except CheckpointError as error:
