@@ -83,6 +83,13 @@ class CaptionDataModule(L.LightningDataModule):
         """The reference captions of the split that `stage` ("val" or "test") evaluates, in loader order."""
         return [sample.captions for sample in self.samples(self.split_names[stage])]
 
+    def reference_ids(self, split: str = "train") -> list[list[list[int]]]:
+        """Every image's reference captions as the vocabulary's word ids, without <start> and <end> and not
+        shortened: what self-critical training scores its samples against (`captioning.self_critical`)."""
+        if self.vocabulary is None:
+            raise RuntimeError("the data module has no vocabulary before setup")
+        return [[ids[1:-1] for ids in captions] for captions in self._encoded_captions(split, None)]
+
     def build_vocabulary(self) -> Vocabulary:
         captions = (caption for sample in self.samples("train") for caption in sample.captions)
         return Vocabulary.build(captions, min_count=self.min_word_count)

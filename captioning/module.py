@@ -15,15 +15,16 @@ from torch import Tensor
 
 from captioning.attention import AdditiveScore, Score
 from captioning.attention_correctness import mass_in_box
-from captioning.checkpoints import load_module
+from captioning.checkpoints import CheckpointError, check_kind, load_module, load_weights, read_checkpoint
 from captioning.decoder import ShowAttendTell
 from captioning.encoder import EfficientNetLite, Encoder
 from captioning.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
-from captioning.hparams import plain_hyperparameters
+from captioning.hparams import class_config, plain_hyperparameters
 from captioning.optimization import FusedAdamClipping, adam_with_epoch_decay
 from captioning.objectives import AttentionObjective, LossTerms, SoftAttention
 from captioning.metrics import score_captions
 from captioning.search import Generated, beam_search
+from captioning.self_critical import SelfCritical
 from data.vocabulary import Vocabulary
 
 
@@ -51,6 +52,11 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         beam_size: beam width for evaluation and prediction.
         length_penalty: beam search ranks captions by log-probability / length^length_penalty.
         max_length: longest generated caption, in words.
+        self_critical: train with self-critical sequence training (`SelfCritical`: sampled captions rewarded
+            by their CIDEr-D) instead of teacher-forced cross-entropy; start from `initial_weights`.
+        initial_weights: a captioning checkpoint to start from (its vocabulary and weights; the encoder must
+            be configured as it was). Used once, when the model is built: the run's own checkpoints then hold
+            the weights, and leave this out.
     """
 
     def __init__(
@@ -73,19 +79,30 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         beam_size: int = 3,
         length_penalty: float = 0.0,
         max_length: int = 20,
+        self_critical: SelfCritical | None = None,
+        initial_weights: Path | None = None,
     ) -> None:
         super().__init__()
         self.encoder = encoder if encoder is not None else EfficientNetLite()
         self.attention = attention if attention is not None else SoftAttention()
+        self.self_critical = self_critical
         self.save_hyperparameters()
         self.hparams.update(
-            plain_hyperparameters(dict(self.hparams), encoder=self.encoder, score=score, attention=self.attention)
+            plain_hyperparameters(
+                dict(self.hparams),
+                encoder=self.encoder,
+                score=score,
+                attention=self.attention,
+                self_critical=self_critical,
+            )
         )
         self.score = score
         self.decoder: ShowAttendTell | None = None
         self.vocabulary: Vocabulary | None = None
         if vocabulary is not None:
             self.set_vocabulary(Vocabulary(vocabulary))
+        if initial_weights is not None:
+            self._start_from(Path(initial_weights))
         # evaluation records by sample index, gathered across processes at the end of the epoch
         self._generated: dict[int, str] = {}
         self._correctness: dict[int, Tensor] = {}
@@ -95,6 +112,26 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         """A trained model from a checkpoint, in eval mode. The file is read as data (`weights_only=True`):
         a checkpoint that needs pickled code to load is refused."""
         return load_module(cls, path, required=("vocabulary",), kind="captioning", map_location=map_location)
+
+    def _start_from(self, path: Path) -> None:
+        """Take the vocabulary and weights of the captioning checkpoint at `path` (`initial_weights`)."""
+        checkpoint = read_checkpoint(path)
+        check_kind(checkpoint, path, required=("vocabulary",), kind="captioning")
+        theirs = checkpoint["hyper_parameters"].get("encoder") or {}
+        ours = class_config(self.encoder)
+        differing = [
+            f"{name}={value!r} there, {ours['init_args'].get(name)!r} here"
+            for name, value in (theirs.get("init_args") or {}).items()
+            if ours["init_args"].get(name) != value
+        ]
+        if theirs.get("class_path", ours["class_path"]) != ours["class_path"] or differing:
+            raise CheckpointError(
+                f"{path} was trained with another encoder ({theirs.get('class_path')}: {', '.join(differing)}); "
+                "configure model.encoder as that checkpoint's to start from it"
+            )
+        self.set_vocabulary(Vocabulary(checkpoint["hyper_parameters"]["vocabulary"]))
+        load_weights(self, checkpoint, path)
+        self.hparams["initial_weights"] = None  # the weights are now the model's own: its checkpoints hold them
 
     def set_vocabulary(self, vocabulary: Vocabulary) -> None:
         """Fix the vocabulary and build the decoder for it (once; the vocabulary is part of the checkpoint)."""
@@ -137,7 +174,7 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
             beam_size=beam_size or self.hparams.beam_size,
             length_penalty=self.hparams.length_penalty,
             read=self.attention.inference_read(),
-            banned=(v.unk_id, v.pad_id, v.start_id),  # a caption is made of words, never of <unk>
+            banned=self._banned_words(),
         )
 
     def caption(self, inputs: Tensor, *, beam_size: int | None = None) -> list[str]:
@@ -152,6 +189,11 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         v = self.vocabulary
         rows = [i for i, token in enumerate(tokens) if token not in (v.start_id, v.pad_id)]
         return v.words(tokens[i] for i in rows), weights[rows]
+
+    def _banned_words(self) -> tuple[int, ...]:
+        """Ids a generated caption never holds: a caption is made of words, never of <unk>, <pad> or <start>."""
+        v = self.vocabulary
+        return v.unk_id, v.pad_id, v.start_id
 
     def _require_vocabulary(self) -> None:
         if self.decoder is None:
@@ -171,18 +213,44 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
             pad_id=self.vocabulary.pad_id,
             label_smoothing=self.hparams.label_smoothing if training else 0.0,
         )
-        size = captions.shape[0]
-        self.log(f"{stage}/loss", terms.total, prog_bar=training, batch_size=size, sync_dist=not training)
-        for name, value in terms.parts.items():
-            self.log(f"{stage}/{name}", value, batch_size=size, sync_dist=not training)
-        if not torch.isfinite(terms.total):
-            raise FloatingPointError(f"{stage} loss became {terms.total.item()}; stopping (last good checkpoint kept)")
+        self._log_and_check(terms, stage, batch_size=captions.shape[0])
         return terms, out.weights
 
+    def _log_and_check(self, terms: LossTerms, stage: str, *, batch_size: int) -> None:
+        """Log the loss and its parts; stop on a loss that is not finite."""
+        training = stage == "train"
+        self.log(f"{stage}/loss", terms.total, prog_bar=training, batch_size=batch_size, sync_dist=not training)
+        for name, value in terms.parts.items():
+            self.log(f"{stage}/{name}", value, batch_size=batch_size, sync_dist=not training)
+        if not torch.isfinite(terms.total):
+            raise FloatingPointError(f"{stage} loss became {terms.total.item()}; stopping (last good checkpoint kept)")
+
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        if self.self_critical is not None:
+            return self._self_critical_loss(batch)
         terms, _ = self._teacher_forced_loss(batch, "train")
         for name, value in self.attention.observe(terms, self._mean_over_processes).items():
             self.log(f"train/{name}", value)
+        return terms.total
+
+    def on_fit_start(self) -> None:
+        if self.self_critical is not None:
+            self.self_critical.prepare(self.trainer.datamodule.reference_ids("train"))
+
+    def _self_critical_loss(self, batch: dict) -> Tensor:
+        """Sampled captions of the batch's images, rewarded by their CIDEr-D (`SelfCritical`)."""
+        v = self.vocabulary
+        terms = self.self_critical.loss(
+            self.decoder,
+            self.features(batch["inputs"]),
+            batch["index"].tolist(),
+            start_id=v.start_id,
+            end_id=v.end_id,
+            max_length=self.hparams.max_length,
+            read=self.attention.inference_read(),
+            banned=self._banned_words(),
+        )
+        self._log_and_check(terms, "train", batch_size=len(batch["index"]))
         return terms.total
 
     def _mean_over_processes(self, value: Tensor) -> Tensor:

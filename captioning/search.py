@@ -31,7 +31,7 @@ class Generated:
     log_probs: Tensor
 
 
-def _next_word_log_probs(logits: Tensor, banned: Sequence[int]) -> Tensor:
+def next_word_log_probs(logits: Tensor, banned: Sequence[int]) -> Tensor:
     """log_softmax over the vocabulary (last dimension) after removing the `banned` word ids (e.g. <unk>,
     <pad>, <start>: ids that make no caption), so the other words' probabilities sum to one."""
     logits = logits.to(torch.float32, copy=True)  # one copy, ours to change in place
@@ -61,7 +61,7 @@ def greedy_search(
     running = torch.ones(batch, dtype=torch.bool, device=features.device)
     for _ in range(max_length):
         out = decoder.step(words, state, memory, read)
-        log_probs = _next_word_log_probs(out.logits, banned)  # (B, V)
+        log_probs = next_word_log_probs(out.logits, banned)  # (B, V)
         best, words = log_probs.max(dim=-1)
         total = total + torch.where(running, best, 0.0)
         chosen.append(torch.where(running, words, end_id))
@@ -128,7 +128,7 @@ def beam_search(
         out = decoder.step(words, state, memory, read)
         if t == 0:
             out = out.repeat(k)
-        log_probs = _next_word_log_probs(out.logits, banned).view(batch, k, -1)  # (B, K, V)
+        log_probs = next_word_log_probs(out.logits, banned).view(batch, k, -1)  # (B, K, V)
         vocab = log_probs.shape[-1]
         # A finished beam continues with exactly one zero-cost candidate (index end_id) and nothing else.
         if bool(finished.any()):

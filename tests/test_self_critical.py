@@ -1,0 +1,195 @@
+"""Self-critical sequence training: CIDEr-D against coco-caption's own scorer, sampled log-probabilities against
+a teacher-forced pass over the same words, the leave-one-out baseline by hand, a toy problem it must learn,
+the configs, and the CLI runs that fine-tune a model the way a user would."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+import torch.nn.functional as F
+from pycocoevalcap.cider.cider import Cider
+
+from captioning.checkpoints import CheckpointError
+from captioning.cider_reward import CiderD
+from captioning.decoder import ShowAttendTell
+from captioning.encoder import EfficientNetLite
+from captioning.module import CaptioningModule
+from captioning.reading import Expectation
+from captioning.self_critical import SelfCritical, leave_one_out_advantages, sample_captions
+from test_cli import CONFIGS, REPO, SMALL_SHAPES, run_cli
+
+REFERENCES = {
+    "0": ["a dog runs on the grass", "a brown dog is running", "the dog runs across a field"],
+    "1": ["two children play in the water", "kids splash in a pool", "two kids are playing in water"],
+    "2": ["a man rides a bike down the street", "a cyclist on a city street", "a man on a bicycle"],
+    "3": ["a dog plays with a ball", "a black dog catches a ball on the grass", "the dog has a red ball"],
+}
+CANDIDATES = {
+    "0": "a dog runs on the grass",
+    "1": "two kids play in a pool of water",
+    "2": "a dog runs",
+    "3": "a black dog with a ball on the grass",
+}
+
+
+def test_cider_d_equals_coco_captions_scorer():
+    """With the document frequencies of the same references, the scores are coco-caption's `Cider` ones."""
+    words = sorted({w for text in [*CANDIDATES.values(), *(c for r in REFERENCES.values() for c in r)] for w in text.split()})
+    ids = {word: i for i, word in enumerate(words)}
+
+    def encode(text: str) -> list[int]:
+        return [ids[word] for word in text.split()]
+
+    images = sorted(REFERENCES)
+    cider = CiderD([[encode(c) for c in REFERENCES[i]] for i in images])
+    ours = cider.scores([encode(CANDIDATES[i]) for i in images], range(len(images)))
+    _, theirs = Cider().compute_score(REFERENCES, {i: [CANDIDATES[i]] for i in images})
+    assert ours == pytest.approx(list(theirs), rel=1e-12)
+    assert ours[0] > ours[3] > ours[1] > ours[2] == 0  # a reference itself scores highest; no shared n-gram, 0
+
+
+def test_leave_one_out_baseline_by_hand():
+    rewards = torch.tensor([1.0, 2.0, 3.0, 4.0, 4.0, 4.0])
+    advantages = leave_one_out_advantages(rewards, samples=3)
+    assert advantages.tolist() == pytest.approx([1 - 2.5, 2 - 2.0, 3 - 1.5, 0.0, 0.0, 0.0])
+
+
+def small_decoder(vocab_size: int = 9, seed: int = 0) -> ShowAttendTell:
+    torch.manual_seed(seed)
+    return ShowAttendTell(
+        vocab_size=vocab_size, feature_dim=6, num_locations=4, embed_dim=8, decoder_dim=16, attention_dim=8, dropout=0.0
+    )
+
+
+def test_sampled_log_probabilities_are_the_teacher_forced_ones():
+    decoder = small_decoder().eval()
+    features = torch.rand(3, 4, 6)
+    start, end, banned = 1, 2, (0, 3)
+    torch.manual_seed(1)
+    sampled = sample_captions(
+        decoder, features, samples=4, start_id=start, end_id=end, max_length=7, read=Expectation(), banned=banned
+    )
+    n, t = sampled.tokens.shape
+    assert n == 12 and t <= 7
+    assert not torch.isin(sampled.tokens[sampled.mask], torch.tensor(banned)).any()
+    # the same words fed back teacher-forced, each row with its own image's grid
+    inputs = torch.cat([torch.full((n, 1), start), sampled.tokens[:, :-1]], 1)
+    logits = decoder(features.repeat_interleave(4, 0), inputs).logits.clone()  # (N, T, V)
+    logits[..., list(banned)] = float("-inf")
+    expected = F.log_softmax(logits, -1).gather(2, sampled.tokens.unsqueeze(2)).squeeze(2)
+    torch.testing.assert_close(sampled.log_probs, torch.where(sampled.mask, expected, 0.0), rtol=1e-5, atol=1e-5)
+    # each caption stops at its first <end>; the mask covers its words and that <end>
+    for row, mask in zip(sampled.tokens.tolist(), sampled.mask.tolist()):
+        length = row.index(end) + 1 if end in row else len(row)
+        assert mask == [True] * length + [False] * (len(row) - length)
+    assert sampled.log_probs.requires_grad
+
+
+def test_self_critical_training_learns_a_toy_reward():
+    """One image whose only reference is "4 5 6 7" among 26 words: sampled captions start random and must come
+    to score high."""
+    decoder = small_decoder(vocab_size=30, seed=2).train()
+    objective = SelfCritical(samples=8)
+    objective.prepare([[[4, 5, 6, 7]], [[8, 9]]])  # a second image, so that n-grams have an idf
+    optimizer = torch.optim.Adam(decoder.parameters(), lr=0.03)
+    features = torch.rand(2, 4, 6)
+    torch.manual_seed(3)
+    rewards = []
+    for _ in range(120):
+        terms = objective.loss(decoder, features[:1], [0], start_id=1, end_id=2, max_length=6, read=Expectation(), banned=(0, 3))
+        optimizer.zero_grad()
+        terms.total.backward()
+        optimizer.step()
+        rewards.append(terms.parts["CIDEr_sampled"].item())
+    assert sum(rewards[:10]) / 10 < 1.0
+    assert sum(rewards[-10:]) / 10 > 5.0  # 10 is the reference itself
+
+
+def test_at_least_two_samples_are_needed():
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        SelfCritical(samples=1)
+
+
+def shapes_model(**kwargs) -> CaptioningModule:
+    encoder = EfficientNetLite(variant=0, image_size=224, output_stride=16)
+    return CaptioningModule(encoder=encoder, embed_dim=256, attention_dim=256, coordinates=True, **kwargs)
+
+
+def test_initial_weights_bring_their_vocabulary_and_weights():
+    bundled = REPO / "captioning" / "bundled" / "shapes_soft.ckpt"
+    model = shapes_model(initial_weights=bundled, self_critical=SelfCritical())
+    reference = CaptioningModule.load(bundled)
+    assert model.vocabulary == reference.vocabulary
+    for name, tensor in reference.decoder.state_dict().items():
+        torch.testing.assert_close(model.decoder.state_dict()[name], tensor)
+    assert model.hparams.initial_weights is None  # the model's own checkpoints hold the weights from now on
+
+
+def test_initial_weights_from_another_encoder_are_refused_by_name():
+    bundled = REPO / "captioning" / "bundled" / "shapes_soft.ckpt"
+    with pytest.raises(CheckpointError, match="shapes_soft.ckpt was trained with another encoder.*output_stride"):
+        CaptioningModule(encoder=EfficientNetLite(variant=0, image_size=224), initial_weights=bundled)
+
+
+def test_initial_weights_of_a_vqa_model_are_refused_by_name():
+    vqa = REPO / "vqa" / "bundled" / "daquar_san.ckpt"
+    with pytest.raises(CheckpointError, match="daquar_san.ckpt is not a captioning checkpoint"):
+        CaptioningModule(initial_weights=vqa)
+
+
+def test_cli_fine_tunes_a_bundled_model_self_critically_and_resumes(tmp_path):
+    """fit from the bundled ShapesWorld model with `--model.self_critical`, load its checkpoint alone, and resume
+    the run for a second epoch with the same command."""
+    run = tmp_path / "run"
+    bundled = REPO / "captioning" / "bundled" / "shapes_soft.ckpt"
+    fit = [
+        "fit", "--config", str(CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES,
+        f"--model.initial_weights={bundled}", "--model.self_critical=captioning.self_critical.SelfCritical",
+        "--model.learning_rate=1e-5", "--trainer.limit_train_batches=2", "--trainer.log_every_n_steps=1",
+        f"--trainer.default_root_dir={run}", f"--trainer.logger.init_args.save_dir={run}",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+    ]  # fmt: skip
+    run_cli(*fit, "--trainer.max_epochs=1", cwd=tmp_path)
+    checkpoint = next(run.rglob("last.ckpt"))
+    model = CaptioningModule.load(checkpoint)
+    assert model.hparams.initial_weights is None and isinstance(model.self_critical, SelfCritical)
+    run_cli(*fit, "--trainer.max_epochs=2", f"--ckpt_path={checkpoint}", cwd=tmp_path)
+
+    rows = [row for path in run.rglob("metrics.csv") for row in csv.DictReader(path.open())]
+    sampled = [float(r["train/CIDEr_sampled"]) for r in rows if r.get("train/CIDEr_sampled")]
+    assert len(sampled) == 4 and all(value > 0 for value in sampled)  # 2 steps a run; the bundled model is sensible
+    assert {r["epoch"] for r in rows if r.get("val/CIDEr")} == {"0", "1"}  # the second run went on from the first
+
+
+@pytest.mark.parametrize("attention", ["soft", "hard"])
+def test_flickr8k_scst_configs_keep_the_model_of_the_run_they_start_from(attention):
+    """Only the self-critical settings differ from flickr8k_<attention>.yaml's model, and the start is where that
+    config's run writes its best checkpoint: the weights always fit."""
+    base = yaml.safe_load((CONFIGS / f"flickr8k_{attention}.yaml").read_text())
+    scst = yaml.safe_load((CONFIGS / f"flickr8k_{attention}_scst.yaml").read_text())
+    changed = {"self_critical", "initial_weights", "learning_rate", "lr_decay"}
+    assert {k: v for k, v in scst["model"].items() if k not in changed} == {
+        k: v for k, v in base["model"].items() if k not in changed
+    }
+    assert scst["data"] == base["data"]
+    assert scst["model"]["initial_weights"] == f"{base['trainer']['default_root_dir']}/logs/version_0/checkpoints/best.ckpt"
+    assert scst["model"]["self_critical"]["class_path"] == "captioning.self_critical.SelfCritical"
+
+
+def test_flickr8k_scst_config_fine_tunes_the_run_it_names(tmp_path):
+    """The config's own path: flickr8k_soft.yaml's run first, then flickr8k_soft_scst.yaml from its best checkpoint,
+    where that config looks for it."""
+    from test_cli import make_karpathy_fixture
+
+    make_karpathy_fixture(tmp_path / "d")
+    data = [
+        f"--data.dataset.init_args.root={tmp_path / 'd'}", "--data.num_workers=0", "--data.min_word_count=1",
+        "--data.batch_size=4", "--data.eval_batch_size=4", f"--data.cache_dir={tmp_path / 'cache'}",
+    ]  # fmt: skip
+    run_cli("fit", "--config", str(CONFIGS / "flickr8k_soft.yaml"), *data, "--trainer.max_epochs=1", cwd=tmp_path)
+    assert (tmp_path / "runs/flickr8k_soft/logs/version_0/checkpoints/best.ckpt").is_file()
+    run_cli("fit", "--config", str(CONFIGS / "flickr8k_soft_scst.yaml"), *data, "--trainer.fast_dev_run=true", cwd=tmp_path)
