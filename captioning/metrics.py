@@ -209,14 +209,14 @@ def _java_meteor(gts: dict[Hashable, list[str]], res: dict[Hashable, list[str]])
         score, _ = meteor.compute_score(gts, res)
     finally:
         watchdog.cancel()
-        _close_meteor(meteor)
+        close_meteor(meteor)
     score = float(score)
     if not math.isfinite(score) or not 0.0 <= score <= 1.0:
         raise ValueError(f"METEOR jar returned an invalid score {score}")
     return score
 
 
-def _close_meteor(meteor: Meteor) -> None:
+def close_meteor(meteor: Meteor) -> None:
     """Stop the METEOR JVM and leave the object safe to garbage-collect.
 
     pycocoevalcap 1.2 only stops the JVM in `Meteor.__del__`, which first acquires `meteor.lock`; when

@@ -235,10 +235,11 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
 
     def on_fit_start(self) -> None:
         if self.self_critical is not None:
-            self.self_critical.prepare(self.trainer.datamodule.reference_ids("train"))
+            v = self.vocabulary
+            self.self_critical.prepare(self.trainer.datamodule.reference_ids("train"), end_id=v.end_id, words=v.tokens)
 
     def _self_critical_loss(self, batch: dict) -> Tensor:
-        """Sampled captions of the batch's images, rewarded by their CIDEr-D (`SelfCritical`)."""
+        """Sampled captions of the batch's images, rewarded by their CIDEr-D (and METEOR; `SelfCritical`)."""
         v = self.vocabulary
         terms = self.self_critical.loss(
             self.decoder,

@@ -12,6 +12,15 @@ self-critical sequence training"), which needs no greedy decode and is unbiased,
 on the caption it is subtracted from. Sampling reads the image as the model does at inference (the
 expectation for both bundled models), so the fine-tuning optimises the captions users get; a hard model that
 samples its locations at inference gets no credit assignment for them here, only for its words.
+
+CIDEr-D on words alone cannot tell a caption that stops mid-phrase ("a man is riding a bike in the") from a
+finished one: the missing words cost little, and the sampler learns to stop early. Scoring the <end> as a
+word of the sampled caption and of every reference (as Luo's self-critical.pytorch does) makes "the <end>" an
+n-gram no reference holds, so such endings lose reward; a caption cut off by `max_length` gets no <end>.
+
+CIDEr-D rewards the n-grams that distinguish an image's references; METEOR, which weighs recall nine times
+precision and matches stems and synonyms, rewards saying all that the references say. With `meteor_weight`
+w the reward is CIDEr-D + w x METEOR (`MeteorReward`, coco-caption's jar), to raise METEOR along with CIDEr-D.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from torch import Tensor
 
 from captioning.cider_reward import CiderD
 from captioning.decoder import ShowAttendTell
+from captioning.meteor_reward import MeteorReward
 from captioning.objectives import LossTerms
 from captioning.reading import Read
 from captioning.search import next_word_log_probs
@@ -37,10 +47,12 @@ class SampledCaptions:
     log_probs: Tensor  # (N, T) log p of each sampled word, differentiable; 0 after the caption's <end>
     mask: Tensor  # (N, T) True for the caption's words and its <end>
 
-    def captions(self, end_id: int) -> list[list[int]]:
-        """Each caption's words, without <end>."""
-        lengths = ((self.tokens != end_id) & self.mask).sum(1).tolist()
-        return [row[:n] for row, n in zip(self.tokens.tolist(), lengths)]
+    def captions(self, end_id: int, *, with_end: bool = False) -> list[list[int]]:
+        """Each caption's words, followed by its <end> if `with_end` and the caption ended before the length
+        limit."""
+        words = ((self.tokens != end_id) & self.mask).sum(1).tolist()
+        ended = (self.mask.sum(1) > torch.tensor(words)).tolist() if with_end else [False] * len(words)
+        return [row[:n] + [end_id] * e for row, n, e in zip(self.tokens.tolist(), words, ended)]
 
 
 def sample_captions(
@@ -91,17 +103,35 @@ class SelfCritical:
 
     Args:
         samples: captions sampled per image (K, at least 2: each one's baseline is the others' mean reward).
+        score_end: count each caption's <end> as a word in CIDEr-D, so that captions stopping mid-phrase
+            earn less (see the module's docstring).
+        meteor_weight: w in the reward CIDEr-D + w x METEOR; 0 rewards CIDEr-D alone. METEOR needs Java.
     """
 
-    def __init__(self, *, samples: int = 5) -> None:
+    def __init__(self, *, samples: int = 5, score_end: bool = True, meteor_weight: float = 0.0) -> None:
         if samples < 2:
             raise ValueError(f"self-critical training needs at least 2 samples per image, got {samples}")
+        if meteor_weight < 0:
+            raise ValueError(f"meteor_weight must be at least 0, got {meteor_weight}")
         self.samples = samples
+        self.score_end = score_end
+        self.meteor_weight = meteor_weight
         self.reward: CiderD | None = None
+        self.meteor: MeteorReward | None = None
+        self.words: Sequence[str] = ()
 
-    def prepare(self, references: Sequence[Sequence[Sequence[int]]]) -> None:
-        """Set the training split's references, as token ids per image, to score the samples against."""
-        self.reward = CiderD(references)
+    def prepare(self, references: Sequence[Sequence[Sequence[int]]], *, end_id: int, words: Sequence[str] = ()) -> None:
+        """Set the training split's references, as token ids per image without <start> and <end>, to score
+        the samples against; `words` (the vocabulary, by id) spells captions for METEOR."""
+        ending = [end_id] if self.score_end else []
+        self.reward = CiderD([[[*caption, *ending] for caption in captions] for captions in references])
+        if self.meteor_weight > 0:
+            if not words:
+                raise ValueError("a METEOR reward needs the vocabulary's words: prepare(..., words=...)")
+            self.words = words
+            if self.meteor is not None:
+                self.meteor.close()
+            self.meteor = MeteorReward([[self._text(c) for c in captions] for captions in references])
 
     def loss(
         self,
@@ -117,15 +147,26 @@ class SelfCritical:
     ) -> LossTerms:
         """The REINFORCE loss for features (B, L, D) of the training images numbered `images` (B,)."""
         if self.reward is None:
-            raise RuntimeError("SelfCritical.prepare(references) must be called before training")
+            raise RuntimeError("SelfCritical.prepare(references, end_id=...) must be called before training")
         sampled = sample_captions(
             decoder, features, samples=self.samples, start_id=start_id, end_id=end_id, max_length=max_length,
             read=read, banned=banned,
         )  # fmt: skip
         per_row = [image for image in images for _ in range(self.samples)]
-        rewards = torch.tensor(self.reward.scores(sampled.captions(end_id), per_row), device=features.device)  # (B*K,)
+        captions = sampled.captions(end_id, with_end=self.score_end)
+        cider = torch.tensor(self.reward.scores(captions, per_row), device=features.device)  # (B*K,)
+        parts = {"CIDEr_sampled": cider.mean()}
+        rewards = cider
+        if self.meteor is not None:
+            texts = [self._text(caption) for caption in sampled.captions(end_id)]
+            meteor = torch.tensor(self.meteor.scores(texts, per_row), device=features.device)  # (B*K,)
+            rewards = cider + self.meteor_weight * meteor
+            parts["METEOR_sampled"] = meteor.mean()
         advantages = leave_one_out_advantages(rewards, self.samples)  # (B*K,)
         mask = sampled.mask.to(sampled.log_probs.dtype)
         total = -(advantages.unsqueeze(1) * sampled.log_probs * mask).sum() / mask.sum()
-        parts = {"CIDEr_sampled": rewards.mean(), "words_sampled": mask.sum(1).mean()}
+        parts["words_sampled"] = mask.sum(1).mean()
         return LossTerms(total, parts)
+
+    def _text(self, caption: Sequence[int]) -> str:
+        return " ".join(self.words[i] for i in caption)

@@ -5,6 +5,7 @@ the configs, and the CLI runs that fine-tune a model the way a user would."""
 from __future__ import annotations
 
 import csv
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,14 +13,17 @@ import torch
 import yaml
 import torch.nn.functional as F
 from pycocoevalcap.cider.cider import Cider
+from pycocoevalcap.meteor.meteor import Meteor
 
 from captioning.checkpoints import CheckpointError
 from captioning.cider_reward import CiderD
 from captioning.decoder import ShowAttendTell
 from captioning.encoder import EfficientNetLite
+from captioning.meteor_reward import MeteorReward
+from captioning.metrics import close_meteor
 from captioning.module import CaptioningModule
 from captioning.reading import Expectation
-from captioning.self_critical import SelfCritical, leave_one_out_advantages, sample_captions
+from captioning.self_critical import SampledCaptions, SelfCritical, leave_one_out_advantages, sample_captions
 from test_cli import CONFIGS, REPO, SMALL_SHAPES, run_cli
 
 REFERENCES = {
@@ -36,20 +40,110 @@ CANDIDATES = {
 }
 
 
+def encoded_references() -> tuple[dict[str, int], list[list[list[int]]]]:
+    words = sorted({w for text in [*CANDIDATES.values(), *(c for r in REFERENCES.values() for c in r)] for w in text.split()})
+    ids = {word: i + 3 for i, word in enumerate(words)}  # 2 is <end>
+    return ids, [[[ids[w] for w in c.split()] for c in REFERENCES[i]] for i in sorted(REFERENCES)]
+
+
 def test_cider_d_equals_coco_captions_scorer():
     """With the document frequencies of the same references, the scores are coco-caption's `Cider` ones."""
-    words = sorted({w for text in [*CANDIDATES.values(), *(c for r in REFERENCES.values() for c in r)] for w in text.split()})
-    ids = {word: i for i, word in enumerate(words)}
-
-    def encode(text: str) -> list[int]:
-        return [ids[word] for word in text.split()]
-
+    ids, references = encoded_references()
     images = sorted(REFERENCES)
-    cider = CiderD([[encode(c) for c in REFERENCES[i]] for i in images])
-    ours = cider.scores([encode(CANDIDATES[i]) for i in images], range(len(images)))
+    ours = CiderD(references).scores([[ids[w] for w in CANDIDATES[i].split()] for i in images], range(len(images)))
     _, theirs = Cider().compute_score(REFERENCES, {i: [CANDIDATES[i]] for i in images})
     assert ours == pytest.approx(list(theirs), rel=1e-12)
     assert ours[0] > ours[3] > ours[1] > ours[2] == 0  # a reference itself scores highest; no shared n-gram, 0
+
+
+def test_the_end_token_is_scored_as_a_word_of_every_caption():
+    """With `score_end` the reward is coco-caption's CIDEr-D of the texts with an end word appended to the
+    candidate and to every reference; a caption that stops mid-phrase then loses more against a finished one."""
+    ids, references = encoded_references()
+    objective = SelfCritical(score_end=True)
+    objective.prepare(references, end_id=2)
+    images = sorted(REFERENCES)
+    ours = objective.reward.scores([[ids[w] for w in CANDIDATES[i].split()] + [2] for i in images], range(4))
+    _, theirs = Cider().compute_score(
+        {i: [f"{c} endword" for c in REFERENCES[i]] for i in images}, {i: [f"{CANDIDATES[i]} endword"] for i in images}
+    )
+    assert ours == pytest.approx(list(theirs), rel=1e-12)
+
+    def shortfall(score_end: bool) -> float:
+        """How much less "a dog runs on the" earns than "a dog runs on the grass", as a fraction."""
+        objective = SelfCritical(score_end=score_end)
+        objective.prepare(references, end_id=2)
+        ending = [2] if score_end else []
+        finished, cut = ([ids[w] for w in text.split()] + ending for text in ("a dog runs on the grass", "a dog runs on the"))
+        return 1 - objective.reward.score(cut, 0) / objective.reward.score(finished, 0)
+
+    assert shortfall(True) > 2 * shortfall(False) > 0  # 0.18 against 0.07
+
+
+def test_a_sampled_caption_keeps_its_end_only_if_it_ended():
+    tokens = torch.tensor([[5, 6, 2, 2], [5, 6, 7, 8]])  # the second was cut off by the length limit
+    mask = torch.tensor([[True, True, True, False], [True, True, True, True]])
+    sampled = SampledCaptions(tokens, torch.zeros(2, 4), mask)
+    assert sampled.captions(2) == [[5, 6], [5, 6, 7, 8]]
+    assert sampled.captions(2, with_end=True) == [[5, 6, 2], [5, 6, 7, 8]]
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="the METEOR jar needs Java")
+def test_meteor_reward_equals_coco_captions_meteor_caption_by_caption():
+    images = sorted(REFERENCES)
+    captions = [CANDIDATES[i] for i in images] + ["", "a dog"]  # an empty caption scores 0
+    rows = [*range(4), 0, 2]
+    reward = MeteorReward([REFERENCES[i] for i in images])
+    try:
+        ours = reward.scores(captions, rows)
+    finally:
+        reward.close()
+    meteor = Meteor()
+    try:
+        nonempty = [r for r, c in enumerate(captions) if c]
+        _, theirs = meteor.compute_score(
+            {r: REFERENCES[images[rows[r]]] for r in nonempty}, {r: [captions[r]] for r in nonempty}
+        )
+    finally:
+        close_meteor(meteor)
+    assert ours[4] == 0.0
+    assert [ours[r] for r in nonempty] == pytest.approx(list(theirs), abs=1e-12)
+    assert ours[0] == pytest.approx(1.0, abs=0.01) and 0 < ours[5] < ours[0]  # caption 0 is a reference
+
+
+def test_meteor_reward_without_java_says_what_to_do(monkeypatch):
+    monkeypatch.setattr("captioning.meteor_reward.shutil.which", lambda name: None)
+    with pytest.raises(RuntimeError, match="needs Java.*meteor_weight 0"):
+        MeteorReward([["a dog"]])
+
+
+def test_the_reward_is_cider_d_plus_the_weighted_meteor():
+    """The advantages that weight the sampled log-probabilities come from CIDEr-D + w x METEOR."""
+
+    class FixedScores:
+        def __init__(self, values):
+            self.values = values
+
+        def scores(self, captions, images):
+            return self.values[: len(captions)]
+
+    objective = SelfCritical(samples=2, meteor_weight=5.0)
+    objective.reward, objective.meteor, objective.words = FixedScores([1.0, 0.5]), FixedScores([0.2, 0.4]), ["w"] * 9
+    decoder = small_decoder()
+    torch.manual_seed(0)
+    terms = objective.loss(decoder, torch.rand(1, 4, 6), [0], start_id=1, end_id=2, max_length=5, read=Expectation())
+    # rewards 1 + 5 x 0.2 = 2.0 and 0.5 + 5 x 0.4 = 2.5: advantages -0.5 and +0.5
+    torch.manual_seed(0)
+    sampled = sample_captions(decoder, torch.rand(1, 4, 6), samples=2, start_id=1, end_id=2, max_length=5, read=Expectation())
+    mask = sampled.mask.float()
+    expected = -(torch.tensor([[-0.5], [0.5]]) * sampled.log_probs * mask).sum() / mask.sum()
+    torch.testing.assert_close(terms.total, expected)
+    assert terms.parts["METEOR_sampled"].item() == pytest.approx(0.3)
+
+
+def test_a_meteor_reward_needs_the_vocabulary():
+    with pytest.raises(ValueError, match="vocabulary's words"):
+        SelfCritical(meteor_weight=1.0).prepare([[[4, 5]]], end_id=2)
 
 
 def test_leave_one_out_baseline_by_hand():
@@ -94,7 +188,7 @@ def test_self_critical_training_learns_a_toy_reward():
     to score high."""
     decoder = small_decoder(vocab_size=30, seed=2).train()
     objective = SelfCritical(samples=8)
-    objective.prepare([[[4, 5, 6, 7]], [[8, 9]]])  # a second image, so that n-grams have an idf
+    objective.prepare([[[4, 5, 6, 7]], [[8, 9]]], end_id=2)  # a second image, so that n-grams have an idf
     optimizer = torch.optim.Adam(decoder.parameters(), lr=0.03)
     features = torch.rand(2, 4, 6)
     torch.manual_seed(3)
@@ -165,13 +259,16 @@ def test_cli_fine_tunes_a_bundled_model_self_critically_and_resumes(tmp_path):
     assert {r["epoch"] for r in rows if r.get("val/CIDEr")} == {"0", "1"}  # the second run went on from the first
 
 
-@pytest.mark.parametrize("attention", ["soft", "hard"])
-def test_flickr8k_scst_configs_keep_the_model_of_the_run_they_start_from(attention):
-    """Only the self-critical settings differ from flickr8k_<attention>.yaml's model, and the start is where that
-    config's run writes its best checkpoint: the weights always fit. (The CLI run above goes the same way with a
-    ShapesWorld config.)"""
-    base = yaml.safe_load((CONFIGS / f"flickr8k_{attention}.yaml").read_text())
-    scst = yaml.safe_load((CONFIGS / f"flickr8k_{attention}_scst.yaml").read_text())
+@pytest.mark.parametrize(
+    "start, config",
+    [("soft", "soft_scst"), ("hard", "hard_scst"), ("soft_scst", "soft_scst_meteor")],
+)
+def test_flickr8k_scst_configs_keep_the_model_of_the_run_they_start_from(start, config):
+    """Only the self-critical settings differ from the model of the config whose run they start from, and the
+    start is where that run writes its best checkpoint: the weights always fit. (The CLI run above goes the
+    same way with a ShapesWorld config.)"""
+    base = yaml.safe_load((CONFIGS / f"flickr8k_{start}.yaml").read_text())
+    scst = yaml.safe_load((CONFIGS / f"flickr8k_{config}.yaml").read_text())
     changed = {"self_critical", "initial_weights", "learning_rate", "lr_decay"}
     assert {k: v for k, v in scst["model"].items() if k not in changed} == {
         k: v for k, v in base["model"].items() if k not in changed
@@ -179,4 +276,4 @@ def test_flickr8k_scst_configs_keep_the_model_of_the_run_they_start_from(attenti
     assert scst["data"] == base["data"]
     assert scst["model"]["initial_weights"] == f"{base['trainer']['default_root_dir']}/logs/version_0/checkpoints/best.ckpt"
     assert scst["model"]["self_critical"]["class_path"] == "captioning.self_critical.SelfCritical"
-
+    assert scst["trainer"]["default_root_dir"] != base["trainer"]["default_root_dir"]
