@@ -20,7 +20,6 @@ from captioning.cider_reward import CiderD
 from captioning.decoder import ShowAttendTell
 from captioning.encoder import EfficientNetLite
 from captioning.meteor_reward import MeteorReward
-from captioning.metrics import close_meteor
 from captioning.module import CaptioningModule
 from captioning.reading import Expectation
 from captioning.self_critical import SampledCaptions, SelfCritical, leave_one_out_advantages, sample_captions
@@ -90,22 +89,21 @@ def test_a_sampled_caption_keeps_its_end_only_if_it_ended():
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="the METEOR jar needs Java")
 def test_meteor_reward_equals_coco_captions_meteor_caption_by_caption():
+    """Each caption is scored against its own image's references, as pycocoevalcap's `Meteor.compute_score`
+    scores it when called directly (on the same jar process, to start Java once)."""
     images = sorted(REFERENCES)
     captions = [CANDIDATES[i] for i in images] + ["", "a dog"]  # an empty caption scores 0
     rows = [*range(4), 0, 2]
     reward = MeteorReward([REFERENCES[i] for i in images])
     try:
         ours = reward.scores(captions, rows)
-    finally:
-        reward.close()
-    meteor = Meteor()
-    try:
         nonempty = [r for r, c in enumerate(captions) if c]
-        _, theirs = meteor.compute_score(
+        _, theirs = reward._meteor.compute_score(
             {r: REFERENCES[images[rows[r]]] for r in nonempty}, {r: [captions[r]] for r in nonempty}
         )
     finally:
-        close_meteor(meteor)
+        reward.close()
+    assert isinstance(reward._meteor, Meteor)
     assert ours[4] == 0.0
     assert [ours[r] for r in nonempty] == pytest.approx(list(theirs), abs=1e-12)
     assert ours[0] == pytest.approx(1.0, abs=0.01) and 0 < ours[5] < ours[0]  # caption 0 is a reference
