@@ -179,6 +179,7 @@ def test_hard_attention_baseline_is_logged_saved_and_resumed(tmp_path):
         f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}",
         "--trainer.log_every_n_steps=1", "--model.attention.init_args.expectation_probability=0.0",
         "--model.attention.init_args.inference=captioning.reading.ArgMax",
+        "--trainer.limit_val_batches=0",  # the baseline is a training matter; skipping validation saves minutes
     ]
     run_cli("fit", *common, "--trainer.max_epochs=1", cwd=tmp_path)
     first = logged_steps(run_dir, ["train/baseline", "train/reward"])
