@@ -3,7 +3,8 @@
 Both CLIs log through `lightning.pytorch.loggers.CSVLogger`, which writes one `metrics.csv` per run: a row per
 logged training step and a row per validation epoch, each row holding only the columns logged at that moment.
 This command reads several such files and draws one panel per metric against the epoch, one line per run, so
-that runs (soft against hard attention, one hop against two) can be compared on one picture. A training
+that runs (soft against hard attention, one hop against two) can be compared on one picture; `LABEL=A+B` draws
+run B (a fine-tuning started from A's checkpoint) as the continuation of run A. A training
 metric, logged every few steps, is shown as its mean over each epoch; a validation metric as its value at the
 end of each epoch. The README's training curves are made with it.
 
@@ -30,35 +31,57 @@ class Curves:
     values: dict[str, dict[int, float]] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, label: str, path: Path) -> Curves:
-        """Read a CSVLogger `metrics.csv` (or the run folder that holds one)."""
-        path = Path(path)
-        if path.is_dir():
-            path = path / "metrics.csv"
-        if not path.is_file():
-            raise FileNotFoundError(f"no metrics file at {path}: give a CSVLogger metrics.csv or the folder holding it")
-        sums: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-        with path.open(newline="") as f:
-            reader = csv.DictReader(f)
-            if not reader.fieldnames or "epoch" not in reader.fieldnames:
-                raise ValueError(f"{path} is not a Lightning CSVLogger metrics file: it has no 'epoch' column")
-            for row in reader:
-                if not row.get("epoch"):
-                    continue
-                epoch = int(float(row["epoch"]))
-                for name, text in row.items():
-                    if name in ("epoch", "step") or not text:
-                        continue
-                    value = float(text)
-                    if math.isfinite(value):
-                        sums[name][epoch].append(value)
-        values = {name: {epoch: sum(v) / len(v) for epoch, v in sorted(by_epoch.items())} for name, by_epoch in sums.items()}
-        return cls(label=label, values=values)
+    def read(cls, label: str, *paths: Path) -> Curves:
+        """Read a CSVLogger `metrics.csv` (or the run folder that holds one).
+
+        Several paths are runs that continue one another, such as self-critical fine-tuning started from a
+        cross-entropy run's checkpoint: each run counts its epochs from 0, so each one's epochs are placed
+        after the last validated epoch of the runs before it, and the stages draw as one line. A run that
+        another continues and that was stopped mid-epoch loses that unvalidated epoch: the next run started
+        from a checkpoint of a validated one.
+        """
+        if not paths:
+            raise ValueError(f"no metrics file given for {label!r}")
+        values: dict[str, dict[int, float]] = defaultdict(dict)
+        offset = 0
+        for number, path in enumerate(paths, start=1):
+            stage = _per_epoch_means(Path(path))
+            epochs = {epoch for by_epoch in stage.values() for epoch in by_epoch}
+            validated = {epoch for name, by_epoch in stage.items() if name.startswith("val/") for epoch in by_epoch}
+            last = max(validated) if validated and number < len(paths) else max(epochs, default=-1)
+            for name, by_epoch in stage.items():
+                values[name].update({offset + epoch: value for epoch, value in by_epoch.items() if epoch <= last})
+            offset += last + 1
+        return cls(label=label, values={name: dict(sorted(by_epoch.items())) for name, by_epoch in values.items()})
 
     def series(self, metric: str) -> tuple[list[int], list[float]]:
         """(epochs counted from 1, values) of one metric; empty when the run did not log it."""
         by_epoch = self.values.get(metric, {})
         return [epoch + 1 for epoch in by_epoch], list(by_epoch.values())
+
+
+def _per_epoch_means(path: Path) -> dict[str, dict[int, float]]:
+    """`{metric: {epoch: mean of its finite values logged in that epoch}}` of one CSVLogger metrics file."""
+    if path.is_dir():
+        path = path / "metrics.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"no metrics file at {path}: give a CSVLogger metrics.csv or the folder holding it")
+    sums: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        if not reader.fieldnames or "epoch" not in reader.fieldnames:
+            raise ValueError(f"{path} is not a Lightning CSVLogger metrics file: it has no 'epoch' column")
+        for row in reader:
+            if not row.get("epoch"):
+                continue
+            epoch = int(float(row["epoch"]))
+            for name, text in row.items():
+                if name in ("epoch", "step") or not text:
+                    continue
+                value = float(text)
+                if math.isfinite(value):
+                    sums[name][epoch].append(value)
+    return {name: {epoch: sum(v) / len(v) for epoch, v in sorted(by_epoch.items())} for name, by_epoch in sums.items()}
 
 
 def plot_curves(runs: Sequence[Curves], metrics: Sequence[str], out: Path, *, title: str | None = None) -> Path:
@@ -96,13 +119,14 @@ def plot_curves(runs: Sequence[Curves], metrics: Sequence[str], out: Path, *, ti
     return out
 
 
-def parse_run(text: str) -> tuple[str, Path]:
-    """'LABEL=PATH' -> (LABEL, PATH); a bare PATH is labelled by its run folder's name."""
-    label, sep, path = text.partition("=")
+def parse_run(text: str) -> tuple[str, list[Path]]:
+    """'LABEL=PATH' -> (LABEL, [PATH]); 'LABEL=PATH+PATH' for a run continued by another (fine-tuning);
+    a bare PATH is labelled by its run folder's name."""
+    label, sep, paths = text.partition("=")
     if not sep:
-        path = text
+        paths = text
         label = Path(text).parent.name if text.endswith(".csv") else Path(text).name
-    return label, Path(path)
+    return label, [Path(path) for path in paths.split("+")]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -111,7 +135,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Plot per-epoch training curves of one or more runs from their CSVLogger metrics.csv files.",
     )
     parser.add_argument("out", type=Path, help="the PNG to write")
-    parser.add_argument("runs", nargs="+", help="LABEL=PATH/TO/metrics.csv (or its folder), one per run")
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        help="LABEL=PATH/TO/metrics.csv (or its folder), one per run; LABEL=FIRST+NEXT for a run continued by "
+        "another, as self-critical fine-tuning continues a cross-entropy run",
+    )
     parser.add_argument(
         "--metrics",
         nargs="+",
@@ -121,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--title", default=None, help="a title over the panels")
     args = parser.parse_args(argv)
     try:
-        runs = [Curves.read(label, path) for label, path in map(parse_run, args.runs)]
+        runs = [Curves.read(label, *paths) for label, paths in map(parse_run, args.runs)]
         written = plot_curves(runs, args.metrics, args.out, title=args.title)
     except (OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -13,6 +13,7 @@ config needs only `root`.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -196,9 +197,16 @@ class Daquar(Vqa2Questions):
     DAQUAR has one answer per question (repeated 10 times in the files); a multi-object answer is one
     comma-separated string such as "table, chair", kept as it is.
 
+    DAQUAR has no validation split, so settings cannot be chosen on it without looking at test. `val_images`
+    N > 0 holds N training photos out as a "val" split: their questions leave "train", so a setting is chosen
+    on "val" (`--data.val_split val`) and the final model is then trained on the whole training split. The
+    held-out photos are the N training image ids with the smallest SHA-256 of the id: a fixed choice that
+    does not depend on the order of the files.
+
     Args:
         root: the folder holding the daquar_*.json files and images/.
         train, test: each split's files.
+        val_images: how many training photos make the "val" split (0: none, the official two splits).
         name: a short name for the images (part of the feature-cache key).
     """
 
@@ -208,9 +216,34 @@ class Daquar(Vqa2Questions):
         root: Path,
         train: Vqa2Split = DAQUAR_TRAIN,
         test: Vqa2Split = DAQUAR_TEST,
+        val_images: int = 0,
         name: str = "daquar",
     ) -> None:
+        if val_images < 0:
+            raise ValueError(f"val_images is a number of training photos, 0 or more; got {val_images}")
         super().__init__(root=root, splits={"train": train, "test": test}, name=name)
+        self._val_images = val_images
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return ("train", "val", "test") if self._val_images else ("train", "test")
+
+    def questions(self, split: str) -> list[VqaSample]:
+        self._check_split(split)
+        if not self._val_images or split == "test":
+            return super().questions(split)
+        training = super().questions("train")
+        held_out = self._held_out(training)
+        return [sample for sample in training if (sample.image_id in held_out) == (split == "val")]
+
+    def _held_out(self, training: list[VqaSample]) -> set[str]:
+        photos = sorted({sample.image_id for sample in training}, key=lambda i: hashlib.sha256(i.encode()).hexdigest())
+        if self._val_images >= len(photos):
+            raise ValueError(
+                f"val_images={self._val_images} would hold out all {len(photos)} training photos of {self.name}; "
+                "give fewer (about 15%, such as 119 of DAQUAR's 794)"
+            )
+        return set(photos[: self._val_images])
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,30 @@ def test_the_command_draws_one_panel_per_metric(log, tmp_path):
     assert main([str(out), f"soft={log}", str(other), "--metrics", "train/cross_entropy", "val/BLEU-4"]) == 0
     with Image.open(out) as picture:
         assert picture.format == "PNG" and picture.size == (840, 320)  # 2 panels of 4.2 x 3.2 inches at 100 dpi
-    assert parse_run(str(other)) == ("hard", other)
+    assert parse_run(str(other)) == ("hard", [other])
+
+
+def test_a_continued_run_follows_the_one_it_started_from(log, tmp_path):
+    fine_tuning = write_log(
+        tmp_path / "scst" / "metrics.csv",
+        [
+            {"epoch": "", "step": 0},  # a learning-rate row before the first epoch
+            {"epoch": 0, "step": 9, "val/BLEU-4": 0.20},
+            {"epoch": 1, "step": 19, "val/BLEU-4": 0.22},
+        ],
+    )
+    stopped = write_log(  # a first stage stopped in its third epoch, before that epoch's validation
+        tmp_path / "stopped" / "metrics.csv", [*csv.DictReader(log.open()), {"epoch": 2, "train/cross_entropy": 2.0}]
+    )
+    for first in (log, stopped):
+        curves = Curves.read("soft", first, fine_tuning)
+        # the first run's epochs 1-2, then the fine-tuning's epochs 1-2 as epochs 3-4
+        assert curves.series("val/BLEU-4") == ([1, 2, 3, 4], [0.10, 0.15, 0.20, 0.22])
+        assert curves.series("train/cross_entropy") == ([1, 2], [3.5, 2.5])  # logged by the first stage only
+    assert Curves.read("soft", stopped).series("train/cross_entropy") == ([1, 2, 3], [3.5, 2.5, 2.0])  # alone: kept
+    assert parse_run(f"soft={log}+{fine_tuning}") == ("soft", [log, fine_tuning])
+    with pytest.raises(ValueError, match="no metrics file given for 'soft'"):
+        Curves.read("soft")
 
 
 def test_the_command_names_what_is_wrong(log, tmp_path, capsys):

@@ -260,7 +260,7 @@ def test_cli_fine_tunes_a_bundled_model_self_critically_and_resumes(tmp_path):
 
 @pytest.mark.parametrize(
     "start, config",
-    [("soft", "soft_scst"), ("hard", "hard_scst"), ("soft_scst", "soft_scst_meteor")],
+    [("soft", "soft_scst"), ("hard", "hard_scst"), ("soft_scst", "soft_scst_meteor"), ("hard_scst", "hard_scst_meteor")],
 )
 def test_flickr8k_scst_configs_keep_the_model_of_the_run_they_start_from(start, config):
     """Only the self-critical settings differ from the model of the config whose run they start from, and the

@@ -89,6 +89,24 @@ def test_daquar_config_trains_and_reports_wups(tmp_path):
     for name in ["val/accuracy", "val/accuracy/number", "val/accuracy/other", "val/wups@0.9", "val/wups@0.0"]:
         assert 0.0 <= metrics[name] <= 1.0, name
     assert metrics["val/wups@0.0"] >= metrics["val/wups@0.9"] >= metrics["val/set_accuracy"]
+    checkpoint = torch.load(next(run_dir.rglob("last.ckpt")), weights_only=True)
+    assert checkpoint["hyper_parameters"]["feature_dropout"] == 0.3  # the config's setting reaches the model
+
+
+def test_daquar_settings_are_chosen_on_held_out_training_photos(tmp_path):
+    """`val_images` holds training photos out as "val", and validation runs on them, never on test."""
+    make_vqa_layout(tmp_path / "daquar", DAQUAR_FILES)
+    run_dir, cache = tmp_path / "run", tmp_path / "cache"
+    run_cli(
+        "fit", "--config", str(CONFIGS / "daquar_san.yaml"), f"--data.dataset.init_args.root={tmp_path / 'daquar'}",
+        "--data.dataset.init_args.val_images=1", "--data.val_split=val", "--trainer.max_epochs=1",
+        "--data.num_workers=0", "--data.batch_size=4", f"--data.cache_dir={cache}",
+        f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}",
+        cwd=tmp_path,
+    )
+    grids = sorted(json.loads(path.read_text())["key"]["split"] for path in cache.glob("*.json"))
+    assert grids == ["train", "val"]  # features of the 3 training photos left and of the 1 held out; none of test
+    assert 0.0 <= metrics_of(run_dir)["val/accuracy"] <= 1.0
 
 
 def test_vqa2_config_runs_on_the_official_layout(tmp_path):

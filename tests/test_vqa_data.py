@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter
@@ -237,12 +238,40 @@ def test_defaults_and_yaml_config(tmp_path):
     assert [q.question_id for q in dataset.questions("train")] == [71, 20, 72]
 
 
+def test_daquar_can_hold_training_photos_out_as_a_validation_split(tmp_path):
+    """4 training photos with 2 questions each; holding 1 out moves its 2 questions from train to val."""
+    questions = [question(10 * i + k, i, f"what is on the table {k}?") for i in (1, 2, 3, 4) for k in (1, 2)]
+    write(tmp_path / "daquar_train_questions.json", {"questions": questions})
+    write(
+        tmp_path / "daquar_train_annotations.json",
+        {"annotations": [annotation(q["question_id"], q["image_id"], ["lamp"] * 10) for q in questions]},
+    )
+    official = Daquar(root=tmp_path)
+    assert official.splits == ("train", "test")
+    with pytest.raises(ValueError, match="no split 'val'"):
+        official.questions("val")
+    held = min("1234", key=lambda i: hashlib.sha256(i.encode()).hexdigest())  # the smallest hash, by hand
+    dataset = Daquar(root=tmp_path, val_images=1)
+    assert dataset.splits == ("train", "val", "test")
+    assert dataset.image_ids("val") == [held]
+    assert [q.question_id for q in dataset.questions("val")] == [10 * int(held) + 1, 10 * int(held) + 2]
+    assert sorted(dataset.image_ids("train")) == sorted(set("1234") - {held})
+    assert len(dataset.questions("train")) == 6  # every question is in exactly one of the two
+    with pytest.raises(ValueError, match="val_images=4 would hold out all 4 training photos of daquar"):
+        Daquar(root=tmp_path, val_images=4).questions("val")
+    with pytest.raises(ValueError, match="val_images is a number of training photos, 0 or more; got -1"):
+        Daquar(root=tmp_path, val_images=-1)
+
+
 @pytest.mark.skipif(not DAQUAR.is_dir(), reason=f"real DAQUAR not present at {DAQUAR}")
 def test_real_daquar():
     dataset = Daquar(root=DAQUAR)
     train, test = dataset.questions("train"), dataset.questions("test")
     assert (len(train), len(test)) == (6795, 5673)
     assert (len(dataset.image_ids("train")), len(dataset.image_ids("test"))) == (794, 653)
+    tuning = Daquar(root=DAQUAR, val_images=119)  # the README's held-out photos for choosing settings
+    assert (len(tuning.image_ids("train")), len(tuning.image_ids("val"))) == (675, 119)
+    assert len(tuning.questions("train")) + len(tuning.questions("val")) == 6795
     assert not set(dataset.image_ids("train")) & set(dataset.image_ids("test"))
     assert {q.answer_type for q in train + test} == {"number", "other"}
     assert all(q.answers == (q.answer,) * 10 for q in train + test)  # one answer, repeated

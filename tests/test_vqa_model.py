@@ -119,3 +119,22 @@ def test_optional_hidden_layer_before_the_answer_layer():
         context, _ = hop(u, v, hop.prepare(v))
         u = context + u
     assert torch.allclose(out.logits, answer(torch.relu(hidden(u))), atol=1e-6)
+
+
+def test_feature_dropout_drops_region_values_in_training_only():
+    torch.manual_seed(4)
+    sizes = dict(feature_dim=6, question_dim=5, num_locations=3, num_answers=7, dropout=0.0)
+    san, plain = StackedAttention(**sizes, feature_dropout=0.5), StackedAttention(**sizes)
+    plain.load_state_dict(san.state_dict())  # dropout has no weights: the same network
+    features, question = torch.randn(2, 3, 6), torch.randn(2, 5)
+    san.eval(), plain.eval()
+    assert torch.equal(san(features, question).logits, plain(features, question).logits)  # a no-op at inference
+    san.train(), plain.train()
+    seen = []
+    san.image_projection.register_forward_hook(lambda module, inputs, output: seen.append(inputs[0]))
+    dropped = san(features, question).logits
+    projected = seen[0]  # what the projection received: each value zeroed, or kept and scaled by 1 / (1 - 0.5)
+    zeroed = projected == 0
+    assert 0 < int(zeroed.sum()) < features.numel()
+    assert torch.allclose(projected[~zeroed], features[~zeroed] / 0.5)
+    assert torch.allclose(dropped, plain(projected, question).logits, atol=1e-6)  # the rest of the network as before

@@ -52,6 +52,8 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         dropout: dropout before the answer classifier.
         score: the attention score class of every hop (captioning's additive score, as in the paper).
         classifier_hidden: a ReLU hidden layer of this size before the answer layer (0, the paper's, for none).
+        feature_dropout: dropout on the image's region vectors before the attention hops (0, the paper's, for
+            none); it curbs learning a small set of training photos by heart (DAQUAR, README Results).
         targets: what the classifier is trained towards: `SoftScores` (default) or `MajorityAnswer`.
         learning_rate: Adam learning rate.
         encoder_learning_rate: Adam learning rate of the encoder's trainable blocks (when fine-tuning).
@@ -72,6 +74,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         dropout: float = 0.5,
         score: type[Score] = AdditiveScore,
         classifier_hidden: int = 0,
+        feature_dropout: float = 0.0,
         targets: type[AnswerTargets] = SoftScores,
         learning_rate: float = 1e-3,
         encoder_learning_rate: float = 1e-4,
@@ -122,6 +125,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
             dropout=h.dropout,
             score=self.score,
             classifier_hidden=h.classifier_hidden,
+            feature_dropout=h.feature_dropout,
         )
 
     def target_of(self, sample: VqaSample, *, answers: AnswerVocabulary) -> Tensor:
