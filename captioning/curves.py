@@ -95,7 +95,7 @@ def plot_curves(runs: Sequence[Curves], metrics: Sequence[str], out: Path, *, ti
     if missing:
         known = sorted({name for run in runs for name in run.values})
         raise ValueError(f"no run logged {', '.join(missing)}; logged metrics: {', '.join(known)}")
-    columns = min(len(metrics), 3)
+    columns = 2 if len(metrics) == 4 else min(len(metrics), 3)  # four panels as a square
     rows = math.ceil(len(metrics) / columns)
     figure, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False)
     for ax, metric in zip(axes.flat, metrics):
