@@ -15,7 +15,7 @@ names the file.
 
 The result keeps the first checkpoint's hyper-parameters and no optimiser or loop state. It is a model to test,
 bundle (`python -m captioning.bundle`) and serve, not a run to resume. Its `averaged_from` entry records each
-source's file name, epoch, step and weight.
+source's path as given, epoch, step and weight.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ TRAINING_SETTINGS = frozenset(
         "encoder_learning_rate",
         "lr_decay",
         "dropout",
+        "feature_dropout",
         "label_smoothing",
         "self_critical",
         "initial_weights",

@@ -4,9 +4,9 @@ Both CLIs log through `lightning.pytorch.loggers.CSVLogger`, which writes one `m
 logged training step and a row per validation epoch, each row holding only the columns logged at that moment.
 This command reads several such files and draws one panel per metric against the epoch, one line per run, so
 that runs (soft against hard attention, one hop against two) can be compared on one picture; `LABEL=A+B` draws
-run B (a fine-tuning started from A's checkpoint) as the continuation of run A. A training
-metric, logged every few steps, is shown as its mean over each epoch; a validation metric as its value at the
-end of each epoch. The README's training curves are made with it.
+run B (a fine-tuning started from A's checkpoint) as the continuation of run A. A training metric, logged every
+few steps, is shown as its mean over each epoch; a validation metric as its value at the end of each epoch. The
+README's training curves are made with it.
 
 Plotting needs matplotlib (`pip install matplotlib`, or the project's `plot` extra); reading the logs does not.
 """
