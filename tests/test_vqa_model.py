@@ -72,6 +72,8 @@ def test_cnn_question_vector_is_the_max_of_each_window_width_over_the_question()
 
     assert torch.allclose(vectors[0], by_hand([5, 6, 7, 8]), atol=1e-6)
     assert torch.allclose(vectors[1], by_hand([9]), atol=1e-6)
+    alone = encoder(torch.tensor([[9]]), torch.tensor([1]))  # a batch narrower than the widest window
+    assert torch.allclose(alone[0], vectors[1], atol=1e-6)
     with pytest.raises(ValueError, match="multiple of 5"):
         ConvQuestionEncoder(vocab_size=20, embed_dim=4, hidden_dim=512)
     with pytest.raises(ValueError, match="at least one word"):
