@@ -197,6 +197,12 @@ class Daquar(Vqa2Questions):
     DAQUAR has one answer per question (repeated 10 times in the files); a multi-object answer is one
     comma-separated string such as "table, chair", kept as it is.
 
+    `single_word_answers` keeps only the questions whose answer is one word (about 90% of each split): the
+    protocol of the DAQUAR-ALL results of the SAN paper (Yang et al. 2016), which follows Ask Your Neurons'
+    single-word setting and Ma et al. and excludes the list answers from training and test alike. Its 29.3 is
+    on that subset, so it is the setting to compare with it. A multi-word object is one word in DAQUAR
+    ("garbage_bin"); a list has commas.
+
     DAQUAR has no validation split, so settings cannot be chosen on it without looking at test. `val_images`
     N > 0 holds N training photos out as a "val" split: their questions leave "train", so a setting is chosen
     on "val" (`--data.val_split val`) and the final model is then trained on the whole training split. The
@@ -207,6 +213,8 @@ class Daquar(Vqa2Questions):
         root: the folder holding the daquar_*.json files and images/.
         train, test: each split's files.
         val_images: how many training photos make the "val" split (0: none, the official two splits).
+        single_word_answers: keep only the questions with a one-word answer, in every split (the SAN paper's
+            protocol); the held-out photos are the same either way.
         name: a short name for the images (part of the feature-cache key).
     """
 
@@ -217,12 +225,14 @@ class Daquar(Vqa2Questions):
         train: Vqa2Split = DAQUAR_TRAIN,
         test: Vqa2Split = DAQUAR_TEST,
         val_images: int = 0,
+        single_word_answers: bool = False,
         name: str = "daquar",
     ) -> None:
         if val_images < 0:
             raise ValueError(f"val_images is a number of training photos, 0 or more; got {val_images}")
         super().__init__(root=root, splits={"train": train, "test": test}, name=name)
         self._val_images = val_images
+        self._single_word_answers = single_word_answers
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -230,11 +240,15 @@ class Daquar(Vqa2Questions):
 
     def questions(self, split: str) -> list[VqaSample]:
         self._check_split(split)
-        if not self._val_images or split == "test":
-            return super().questions(split)
-        training = super().questions("train")
-        held_out = self._held_out(training)
-        return [sample for sample in training if (sample.image_id in held_out) == (split == "val")]
+        if self._val_images and split != "test":
+            training = super().questions("train")
+            held_out = self._held_out(training)
+            samples = [sample for sample in training if (sample.image_id in held_out) == (split == "val")]
+        else:
+            samples = super().questions(split)
+        if self._single_word_answers:
+            samples = [sample for sample in samples if "," not in sample.answer]
+        return samples
 
     def _held_out(self, training: list[VqaSample]) -> set[str]:
         photos = sorted({sample.image_id for sample in training}, key=lambda i: hashlib.sha256(i.encode()).hexdigest())

@@ -109,6 +109,30 @@ def test_daquar_settings_are_chosen_on_held_out_training_photos(tmp_path):
     assert 0.0 <= metrics_of(run_dir)["val/accuracy"] <= 1.0
 
 
+def test_single_word_answers_leave_the_lists_out_of_training_and_test(tmp_path):
+    """12 training questions, 4 with list answers: 8 stay, 2 steps of 4 per epoch; test keeps its 8 of 12."""
+    make_vqa_layout(tmp_path / "daquar", DAQUAR_FILES)
+    run_dir = tmp_path / "run"
+    run_cli(
+        "fit", "--config", str(CONFIGS / "daquar_san.yaml"), f"--data.dataset.init_args.root={tmp_path / 'daquar'}",
+        "--data.dataset.init_args.single_word_answers=true", "--trainer.max_epochs=1", "--data.num_workers=0",
+        "--data.batch_size=4", f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}",
+        cwd=tmp_path,
+    )
+    checkpoint = torch.load(next(run_dir.rglob("last.ckpt")), weights_only=True)
+    assert checkpoint["global_step"] == 2
+    assert not any("," in answer for answer in checkpoint["hyper_parameters"]["answers"])  # no list is a class
+    output = tmp_path / "answers.json"
+    run_cli(
+        "predict", "--config", str(CONFIGS / "daquar_san.yaml"), f"--data.dataset.init_args.root={tmp_path / 'daquar'}",
+        "--data.dataset.init_args.single_word_answers=true", "--data.num_workers=0",
+        f"--data.cache_dir={tmp_path / 'cache'}", f"--ckpt_path={next(run_dir.rglob('last.ckpt'))}",
+        f"--writer.output={output}", f"--trainer.default_root_dir={run_dir}", "--trainer.logger=false", cwd=tmp_path,
+    )
+    assert len(json.loads(output.read_text())) == 8
+
+
 def test_the_cnn_question_model_trains_and_comes_back_from_its_checkpoint(tmp_path):
     """`--model.question_model` picks the paper's CNN question model; the checkpoint alone rebuilds it."""
     from vqa.module import VqaModule

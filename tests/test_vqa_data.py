@@ -263,6 +263,28 @@ def test_daquar_can_hold_training_photos_out_as_a_validation_split(tmp_path):
         Daquar(root=tmp_path, val_images=-1)
 
 
+def test_daquar_can_keep_only_single_word_answers_as_the_san_paper_does(tmp_path):
+    """Lists ("chair, table") leave every split; one-word answers, underscores included, stay; so do the photos."""
+    answers = {11: "lamp", 12: "chair, table", 21: "garbage_bin", 22: "2", 31: "pillow, blanket, sofa", 32: "red"}
+    for split, ids in (("train", (11, 12, 21, 22)), ("test", (31, 32))):
+        items = [question(q, q // 10, f"what is there {q}?") for q in ids]
+        write(tmp_path / f"daquar_{split}_questions.json", {"questions": items})
+        write(
+            tmp_path / f"daquar_{split}_annotations.json",
+            {"annotations": [annotation(q, q // 10, [answers[q]] * 10) for q in ids]},
+        )
+    single = Daquar(root=tmp_path, single_word_answers=True)
+    assert [q.question_id for q in single.questions("train")] == [11, 21, 22]
+    assert [q.question_id for q in single.questions("test")] == [32]
+    assert [q.question_id for q in Daquar(root=tmp_path).questions("train")] == [11, 12, 21, 22]
+    held = min("12", key=lambda i: hashlib.sha256(i.encode()).hexdigest())  # the same photo with or without lists
+    tuning = Daquar(root=tmp_path, val_images=1, single_word_answers=True)
+    assert tuning.image_ids("val") == [held]
+    kept = {"1": [11], "2": [21, 22]}
+    assert [q.question_id for q in tuning.questions("val")] == kept[held]
+    assert [q.question_id for q in tuning.questions("train")] == kept["12".replace(held, "")]
+
+
 @pytest.mark.skipif(not DAQUAR.is_dir(), reason=f"real DAQUAR not present at {DAQUAR}")
 def test_real_daquar():
     dataset = Daquar(root=DAQUAR)
@@ -279,6 +301,9 @@ def test_real_daquar():
     assert len({q.question_id for q in train + test}) == len(train) + len(test)
     image = dataset.load(test[0].image_id)
     assert image.mode == "RGB" and image.height == 256
+    single = Daquar(root=DAQUAR, single_word_answers=True)  # the SAN paper's subset: "90% of the original"
+    assert (len(single.questions("train")), len(single.questions("test"))) == (6149, 5076)
+    assert len(single.questions("test")) == sum("," not in q.answer for q in test)
 
 
 # -- easy-VQA --------------------------------------------------------------------------------------------
