@@ -1,8 +1,8 @@
 """Torch datasets that turn caption samples into model inputs, and the collate function that pads them.
 
-An input is either a cached feature grid (L, D) when the encoder is frozen, or a preprocessed image
-(3, S, S) when it is fine-tuned or when images arrive from outside a dataset (predict); the model tells the
-two apart by their number of dimensions.
+An input is either a cached grid (L, D), the output of the encoder's frozen trunk, or a preprocessed image
+(3, S, S) when the data module does not cache or when images arrive from outside a dataset (predict); the
+model tells the two apart by their number of dimensions.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class CachedInputs:
 
 
 class ImageInputs:
-    """Inputs loaded and preprocessed from images, for fine-tuned encoders."""
+    """Inputs loaded and preprocessed from images, when features are not cached."""
 
     def __init__(self, load: Callable[[int], Image.Image], transform: Callable[[Image.Image], Tensor], size: int) -> None:
         self.load, self.transform, self.size = load, transform, size

@@ -1,8 +1,8 @@
 """The captioning LightningDataModule: dataset splits -> batches of cached features or images, plus captions.
 
 It serves the model it is trained with: the vocabulary is the model's when the model already has one (a
-checkpoint), otherwise it is built from the training captions; the encoder is the model's, and when it is
-frozen its grids come from the feature cache, computed once per (dataset, split, encoder, resolution).
+checkpoint), otherwise it is built from the training captions; the encoder is the model's, and the output of
+its frozen trunk comes from the feature cache, computed once per (dataset, split, encoder, resolution).
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ class CaptionDataModule(L.LightningDataModule):
         min_word_count: words seen fewer times in the training captions become <unk>.
         max_caption_length: training captions are cut to this many words.
         cache_dir: where feature caches are stored.
+        cache_features: store the output of the encoder's frozen trunk once per image and train on it (the
+            annotation vectors when the encoder is frozen, the input of its fine-tuned top blocks otherwise);
+            False runs the whole encoder on the images at every step.
         predict_path: an image file or a folder of images to caption with `predict`.
         val_split: the split used for validation.
         test_split: the split used by `test` ("heldout" tests ShapesWorld's unseen attribute combinations).
@@ -53,6 +56,7 @@ class CaptionDataModule(L.LightningDataModule):
         min_word_count: int = 1,
         max_caption_length: int = 20,
         cache_dir: Path = Path(".cache/features"),
+        cache_features: bool = True,
         predict_path: Path | None = None,
         val_split: str = "val",
         test_split: str = "test",
@@ -65,6 +69,7 @@ class CaptionDataModule(L.LightningDataModule):
         self.min_word_count = min_word_count
         self.max_caption_length = max_caption_length
         self.cache = FeatureCache(root=Path(cache_dir))
+        self.cache_features = cache_features
         self.predict_path = None if predict_path is None else Path(predict_path)
         self.split_names = {"val": val_split, "test": test_split}
         self.vocabulary: Vocabulary | None = None
@@ -107,7 +112,7 @@ class CaptionDataModule(L.LightningDataModule):
 
     def _inputs(self, split: str):
         samples = self.samples(split)
-        if self.encoder.frozen:
+        if self.cache_features:
             features = self.cache.load_or_build(
                 dataset_name=self.dataset.name,
                 split=split,

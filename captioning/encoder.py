@@ -6,7 +6,9 @@ is row r, column c), each a D-dimensional vector. Images are resized to a square
 grid covers the whole image and a box in normalised image coordinates maps directly onto grid cells.
 
 Each encoder owns its preprocessing (`transform`), because the normalisation belongs to the weights, and
-names everything that changes its features (`cache_key`), so frozen features can be cached on disk.
+names everything that changes its features (`cache_key`), so features can be cached on disk. An encoder is a
+frozen trunk followed by a top that is fine-tuned (`trainable_blocks`; an empty top when frozen): the cache stores
+the trunk's output, so fine-tuning the top blocks trains on cached inputs as well and never runs the trunk twice.
 
 Two families are provided:
 
@@ -23,6 +25,7 @@ import importlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -90,8 +93,27 @@ class Encoder(nn.Module, abc.ABC):
         return ImageTransform(image_size=self.image_size, mean=self.mean, std=self.std)
 
     @abc.abstractmethod
+    def trunk_map(self, images: Tensor) -> Tensor:
+        """The frozen part of the CNN: (B, 3, S, S) -> (B, C, h, w), the input of the first fine-tuned block
+        (for a frozen encoder, the whole CNN: (B, D, grid_size, grid_size))."""
+
+    def top_map(self, trunk: Tensor) -> Tensor:
+        """The fine-tuned top blocks: (B, C, h, w) -> (B, D, grid_size, grid_size); nothing when frozen."""
+        return trunk
+
     def feature_map(self, images: Tensor) -> Tensor:
         """The CNN's last convolutional map: (B, 3, S, S) -> (B, D, grid_size, grid_size)."""
+        return self.top_map(self.trunk_map(images))
+
+    @cached_property
+    def trunk_shape(self) -> tuple[int, int, int]:
+        """(C, h, w): the trunk's output for one image, what the feature cache stores per image (as (h*w, C))."""
+        if self.frozen:
+            return (self.feature_dim, self.grid_size, self.grid_size)
+        device = next(self.parameters()).device
+        with torch.inference_mode():  # the trunk is frozen and always in eval mode: probing changes nothing
+            probe = self.trunk_map(torch.zeros(1, 3, self.image_size, self.image_size, device=device))
+        return tuple(probe.shape[1:])
 
     @abc.abstractmethod
     def cache_key(self) -> str:
@@ -111,12 +133,29 @@ class Encoder(nn.Module, abc.ABC):
         fmap = self.feature_map(images)  # (B, D, H, W)
         return fmap.flatten(2).transpose(1, 2)  # (B, H*W, D)
 
+    def trunk(self, images: Tensor) -> Tensor:
+        """(B, 3, S, S) normalised images -> (B, h*w, C), the trunk's output as the feature cache stores it."""
+        return self.trunk_map(images).flatten(2).transpose(1, 2)
+
     def annotations(self, inputs: Tensor) -> Tensor:
-        """Annotation vectors (B, L, D) from images (B, 3, S, S), or cached grids (B, L, D) passed through as
-        float32: batches hold images when the encoder is fine-tuned or for `predict`, cached grids otherwise."""
+        """Annotation vectors (B, L, D) from images (B, 3, S, S) or from cached trunk outputs (B, h*w, C).
+
+        Batches hold images for `predict` (and when the data module does not cache), cached trunk outputs
+        otherwise: for a frozen encoder these are the annotation vectors already, passed through as float32;
+        for a fine-tuned one the top blocks run on them.
+        """
         if inputs.dim() == 4:
             return self(inputs)
-        return inputs.float()
+        if self.frozen:
+            return inputs.float()
+        channels, height, width = self.trunk_shape
+        if tuple(inputs.shape[1:]) != (height * width, channels):
+            raise ValueError(
+                f"cached trunk outputs of shape {tuple(inputs.shape[1:])} do not fit this encoder's trunk "
+                f"({height * width}, {channels}); was the cache built for another encoder?"
+            )
+        trunk = inputs.float().transpose(1, 2).reshape(len(inputs), channels, height, width)  # (B, C, h, w)
+        return self.top_map(trunk).flatten(2).transpose(1, 2)  # (B, L, D)
 
     def train(self, mode: bool = True) -> Encoder:
         """Set train mode on the trainable top modules only; a frozen encoder always stays in eval mode."""
@@ -149,6 +188,11 @@ class Encoder(nn.Module, abc.ABC):
             raise ValueError(f"trainable_blocks must be between 0 (frozen) and {num_blocks}, got {trainable_blocks}")
 
 
+def _trunk_suffix(trainable_blocks: int) -> str:
+    """Names the trunk in a cache key when the top blocks are fine-tuned (frozen encoders keep their old keys)."""
+    return f",trunk=without_top_{trainable_blocks}" if trainable_blocks else ""
+
+
 def _file_digest(path: Path) -> str:
     """A short SHA-256 of a file's bytes: identifies a weights file independently of its name."""
     digest = hashlib.sha256()
@@ -158,10 +202,14 @@ def _file_digest(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def _state_digest(module: nn.Module) -> str:
-    """A short SHA-256 of a module's parameters and buffers, for weights that have no name (random init)."""
+def _state_digest(module: nn.Module, *, skip: list[nn.Module]) -> str:
+    """A short SHA-256 of a module's parameters and buffers, for weights that have no name (random init);
+    those of the `skip` modules (the fine-tuned top, which changes as it trains) are left out."""
+    skipped = {id(tensor) for part in skip for tensor in part.state_dict(keep_vars=True).values()}
     digest = hashlib.sha256()
-    for name, tensor in module.state_dict().items():
+    for name, tensor in module.state_dict(keep_vars=True).items():
+        if id(tensor) in skipped:
+            continue
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
     return digest.hexdigest()[:16]
@@ -254,21 +302,44 @@ class EfficientNetLite(Encoder):
         blocks = list(self.net._blocks[self.num_blocks - self.trainable_blocks : self.num_blocks])
         return blocks + ([self.net._conv_head, self.net._bn1] if self.output_stride == 32 else [])
 
-    def feature_map(self, images: Tensor) -> Tensor:
-        if self.output_stride == 32:
-            return self.net.extract_features(images)  # (B, 1280, S/32, S/32)
+    @property
+    def _top_start(self) -> int:
+        """Index of the first fine-tuned MBConv block (`num_blocks` when frozen)."""
+        return self.num_blocks - self.trainable_blocks
+
+    def _run_blocks(self, x: Tensor, start: int, stop: int) -> Tensor:
+        """MBConv blocks start..stop-1, with the library's drop-connect rate, which acts only on blocks in
+        train mode (the fine-tuned ones)."""
+        net = self.net
+        for index in range(start, stop):
+            rate = (net._global_params.drop_connect_rate or 0.0) * index / len(net._blocks)
+            x = net._blocks[index](x, drop_connect_rate=rate)
+        return x
+
+    def trunk_map(self, images: Tensor) -> Tensor:
         net = self.net
         x = net._swish(net._bn0(net._conv_stem(images)))  # (B, 32, S/2, S/2)
-        for block in net._blocks[: self.num_blocks]:
-            x = block(x)  # no drop-connect: the encoder is a feature extractor
-        return x  # (B, D, S/stride, S/stride)
+        x = self._run_blocks(x, 0, self._top_start)  # (B, C, h, w)
+        return x if self.trainable_blocks else self._head(x)
+
+    def top_map(self, trunk: Tensor) -> Tensor:
+        if not self.trainable_blocks:
+            return trunk
+        return self._head(self._run_blocks(trunk, self._top_start, self.num_blocks))
+
+    def _head(self, x: Tensor) -> Tensor:
+        """The head conv at stride 32 ((B, 1280, S/32, S/32) for every variant); nothing at stride 16 or 8."""
+        if self.output_stride != 32:
+            return x
+        net = self.net
+        return net._swish(net._bn1(net._conv_head(x)))
 
     def cache_key(self) -> str:
         if self._weights_digest is None:
             self._weights_digest = _file_digest(self.weights_path)
         return (
             f"EfficientNetLite(variant={self.variant},image_size={self.image_size},stride={self.output_stride},"
-            f"weights=sha256:{self._weights_digest},v{_FEATURES_VERSION})"
+            f"weights=sha256:{self._weights_digest},v{_FEATURES_VERSION}{_trunk_suffix(self.trainable_blocks)})"
         )
 
 
@@ -329,15 +400,17 @@ class TorchvisionEncoder(Encoder):
             names = ("conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4")
             self.body = nn.Sequential(OrderedDict((name, getattr(model, name)) for name in names))
             self.feature_dim = model.fc.in_features
+            stem: list[nn.Module] = [getattr(model, name) for name in names[:4]]
             blocks: list[nn.Module] = [block for layer in names[4:] for block in getattr(model, layer)]
         else:
             self.body = model.features[:-1]  # without the last max-pool
             self.feature_dim = [m for m in self.body if isinstance(m, nn.Conv2d)][-1].out_channels
-            blocks = self._vgg_units(self.body)
+            stem, blocks = [], self._vgg_units(self.body)  # VGG starts with a conv: its units cover the body
 
         self._check_trainable_blocks(trainable_blocks, len(blocks))
         self.trainable_blocks = trainable_blocks
-        self._blocks = blocks  # plain list: the modules are registered under `body` already
+        # plain lists: the modules are registered under `body` already; running them in order is `body`
+        self._stem, self._blocks = stem, blocks
         self._freeze()
 
     @classmethod
@@ -372,14 +445,25 @@ class TorchvisionEncoder(Encoder):
     def _trainable_modules(self) -> list[nn.Module]:
         return self._blocks[len(self._blocks) - self.trainable_blocks :] if self.trainable_blocks else []
 
-    def feature_map(self, images: Tensor) -> Tensor:
-        return self.body(images)  # (B, D, S/stride, S/stride)
+    def trunk_map(self, images: Tensor) -> Tensor:
+        if not self.trainable_blocks:
+            return self.body(images)  # (B, D, S/stride, S/stride)
+        x = images
+        for module in [*self._stem, *self._blocks[: len(self._blocks) - self.trainable_blocks]]:
+            x = module(x)
+        return x  # (B, C, h, w)
+
+    def top_map(self, trunk: Tensor) -> Tensor:
+        x = trunk
+        for module in self._trainable_modules():  # the top blocks, in order
+            x = module(x)
+        return x  # (B, D, S/stride, S/stride)
 
     def cache_key(self) -> str:
         weights = self.weights_name
         if weights is None:  # random init: identify the weights by their current values
-            weights = f"random:sha256:{_state_digest(self.body)}"
+            weights = f"random:sha256:{_state_digest(self.body, skip=self._trainable_modules())}"
         return (
             f"TorchvisionEncoder(architecture={self.architecture},image_size={self.image_size},"
-            f"weights={weights},v{_FEATURES_VERSION})"
+            f"weights={weights},v{_FEATURES_VERSION}{_trunk_suffix(self.trainable_blocks)})"
         )

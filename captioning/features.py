@@ -1,13 +1,16 @@
-"""An on-disk cache of frozen-encoder features, so training on a frozen CNN never runs the CNN twice.
+"""An on-disk cache of the frozen part of an encoder, so training never runs a frozen CNN twice.
 
-For one dataset split and one encoder, the cache holds a float16 array (N, L, D): the annotation vectors of
-every image, in the order of the image ids given. It lives in two files under `root`:
+For one dataset split and one encoder, the cache holds a float16 array (N, L, D): the output of the encoder's
+frozen trunk for every image, flattened to L locations of D channels, in the order of the image ids given. For a
+frozen encoder these are the annotation vectors themselves; when the top blocks are fine-tuned they are the
+input of the first fine-tuned block, and the model runs the top on them (`Encoder.annotations`). It lives in
+two files under `root`:
 
 * `<dataset>-<split>-<key>.npy`: the array, memory-mapped on load (a dataset larger than RAM is fine);
 * `<dataset>-<split>-<key>.json`: what the array is (the key fields, N, L, D) and `"complete": true`.
 
-`key` hashes the dataset name, the split, `encoder.cache_key()` (architecture, image size, weights) and the
-ordered image ids, so any change to these builds a new cache instead of reusing a stale one.
+`key` hashes the dataset name, the split, `encoder.cache_key()` (architecture, image size, weights, where the
+trunk ends) and the ordered image ids, so any change to these builds a new cache instead of reusing a stale one.
 
 A build writes the array to a temporary file, renames it into place only once every image is encoded,
 and writes the JSON last: a crash at any point leaves no pair of files that looks complete, and the next
@@ -70,7 +73,7 @@ class _ImagesToEncode(Dataset):
 
 
 class FeatureCache:
-    """Builds, stores and reloads the features of frozen encoders under one directory.
+    """Builds, stores and reloads the outputs of encoders' frozen trunks under one directory.
 
     Args:
         root: the cache directory; created on the first build.
@@ -99,25 +102,21 @@ class FeatureCache:
         num_workers: int = 0,
         progress: bool = True,
     ) -> np.memmap:
-        """The read-only float16 features (N, L, D) of `image_ids`, in that order; `result[i]` is (L, D).
+        """The read-only float16 trunk outputs (N, L, D) of `image_ids`, in that order; `result[i]` is (L, D).
 
         Reuses a complete cache with the same key without running the encoder; otherwise encodes every image,
         `load_image(i)` giving the image of `image_ids[i]`, and stores the result first.
 
         Raises:
-            ValueError: the encoder is not frozen (fine-tuned encoders must run on images), or no image ids.
+            ValueError: no image ids.
         """
-        if not encoder.frozen:
-            raise ValueError(
-                f"refusing to cache features of a non-frozen {type(encoder).__name__}: its features change as it "
-                f"trains, so fine-tuned encoders must run on images (use trainable_blocks=0 to cache)"
-            )
         if len(image_ids) == 0:
             raise ValueError(f"no image ids to encode for {dataset_name!r} split {split!r}")
 
         fields = self._fields(dataset_name, split, image_ids, encoder)
         array_path, meta_path = self._paths(fields)
-        shape = (len(image_ids), encoder.num_locations, encoder.feature_dim)
+        channels, height, width = encoder.trunk_shape
+        shape = (len(image_ids), height * width, channels)
 
         cached = self._load_complete(array_path, meta_path, fields, shape)
         if cached is not None:
@@ -227,7 +226,7 @@ def _encode_into(
     progress: bool,
     desc: str,
 ) -> None:
-    """Fill `out` (N, L, D) with the encoder's features of images 0..N-1, batch by batch."""
+    """Fill `out` (N, L, D) with the encoder's trunk outputs for images 0..N-1, batch by batch."""
     device = _device_of(encoder)
     dataset = _ImagesToEncode(count=len(out), load_image=load_image, transform=encoder.transform())
     loader = DataLoader(
@@ -239,7 +238,7 @@ def _encode_into(
     try:
         with torch.inference_mode():
             for images in _progress(loader, total=len(loader), desc=desc, enabled=progress):
-                features = encoder(images.to(device, non_blocking=True))  # (B, L, D)
+                features = encoder.trunk(images.to(device, non_blocking=True))  # (B, L, D)
                 expected = (len(images), *out.shape[1:])
                 if tuple(features.shape) != expected:
                     raise RuntimeError(f"{type(encoder).__name__} returned features {tuple(features.shape)}, expected {expected}")

@@ -72,17 +72,20 @@ def test_fast_dev_run_on_karpathy_configs(tmp_path, config):
     )
 
 
-@pytest.mark.parametrize("trainable_blocks", [0, 1])
-def test_fast_dev_run_on_shapes(tmp_path, trainable_blocks):
-    """Frozen encoder: cached grids; fine-tuning the top block: images through the encoder."""
+@pytest.mark.parametrize(("trainable_blocks", "cache_features"), [(0, True), (1, True), (1, False)])
+def test_fast_dev_run_on_shapes(tmp_path, trainable_blocks, cache_features):
+    """Frozen encoder: cached grids; fine-tuning the top block: the cached input of that block, or images through
+    the whole encoder when caching is off."""
     run_cli(
         "fit", "--config", str(CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES, "--trainer.fast_dev_run=true",
-        f"--model.encoder.init_args.trainable_blocks={trainable_blocks}",
+        f"--model.encoder.init_args.trainable_blocks={trainable_blocks}", f"--data.cache_features={cache_features}",
         f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path / 'run'}",
         cwd=tmp_path,
     )
-    cached = list((tmp_path / "cache").glob("*.npy"))
-    assert len(cached) == (2 if trainable_blocks == 0 else 0)  # train + val grids, or none when fine-tuning
+    records = [json.loads(path.read_text()) for path in (tmp_path / "cache").glob("*.json")]
+    assert len(records) == (2 if cache_features else 0)  # train + val, or none
+    trunk = ",trunk=without_top_1)" if trainable_blocks else ",v1)"
+    assert all(record["key"]["encoder"].endswith(trunk) for record in records)
 
 
 def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):

@@ -93,6 +93,25 @@ def test_trainable_blocks_unfreeze_only_the_top() -> None:
     assert not any(m.training for m in encoder.modules())
 
 
+@pytest.mark.parametrize("trainable_blocks", [1, 2])
+def test_top_blocks_run_on_the_cached_trunk(lite0: EfficientNetLite, trainable_blocks: int) -> None:
+    """The trunk is the network up to the first fine-tuned block; the top run on its output is the forward pass."""
+    encoder = EfficientNetLite(trainable_blocks=trainable_blocks).eval()
+    images = torch.randn(2, 3, 224, 224)
+    with torch.no_grad():
+        net = lite0.net
+        x = net._swish(net._bn0(net._conv_stem(images)))
+        for block in net._blocks[: len(net._blocks) - trainable_blocks]:
+            x = block(x)  # (2, C, 7, 7): the input of the first fine-tuned block
+        trunk = encoder.trunk(images)  # (2, 49, C)
+        torch.testing.assert_close(trunk, x.flatten(2).transpose(1, 2))
+        assert encoder.trunk_shape == tuple(x.shape[1:])
+        torch.testing.assert_close(encoder.annotations(trunk), lite0(images), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(encoder(images), lite0(images), atol=1e-5, rtol=1e-5)
+    assert encoder.cache_key() == lite0.cache_key()[:-1] + f",trunk=without_top_{trainable_blocks})"
+    assert lite0.trunk_shape == (1280, 7, 7)
+
+
 def test_transform_resizes_without_cropping(lite0: EfficientNetLite) -> None:
     # A wide image whose left-most tenth is red: a centre crop would cut the red strip off.
     pixels = np.zeros((100, 400, 3), dtype=np.uint8)
@@ -153,6 +172,31 @@ def test_torchvision_trainable_blocks() -> None:
     assert trainable and all(name.startswith("body.layer4.1.") for name in trainable)
     encoder.train()
     assert encoder.body.layer4[1].bn2.training and not encoder.body.layer4[0].bn2.training
+
+
+@pytest.mark.parametrize("architecture", ["resnet18", "vgg11"])
+def test_torchvision_top_blocks_run_on_the_cached_trunk(architecture: str) -> None:
+    frozen = TorchvisionEncoder(architecture=architecture, weights=None, image_size=64)
+    encoder = TorchvisionEncoder(architecture=architecture, weights=None, image_size=64, trainable_blocks=3)
+    encoder.load_state_dict(frozen.state_dict())
+    images = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        expected = frozen.eval()(images)
+        trunk = encoder.eval().trunk(images)  # the input of the last 3 blocks: a finer grid than the output
+        assert trunk.shape[1] == 4 * expected.shape[1]
+        torch.testing.assert_close(encoder.annotations(trunk), expected)
+
+
+def test_random_weights_cache_key_names_the_trunk_only() -> None:
+    """Training the top blocks does not move the key of the cached trunk; changing the trunk does."""
+    encoder = TorchvisionEncoder(architecture="resnet18", weights=None, image_size=64, trainable_blocks=1)
+    key = encoder.cache_key()
+    with torch.no_grad():
+        encoder.body.layer4[1].conv1.weight.add_(1.0)  # a fine-tuned block
+    assert encoder.cache_key() == key
+    with torch.no_grad():
+        encoder.body.layer4[0].conv1.weight.add_(1.0)  # a frozen block of the trunk
+    assert encoder.cache_key() != key
 
 
 def test_random_weights_cache_key_identifies_the_values() -> None:

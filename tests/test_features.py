@@ -20,7 +20,8 @@ IDS = [f"img{i}" for i in range(5)]
 
 
 class FakeEncoder(Encoder):
-    """A deterministic 2 x 2 grid of 4-d vectors from 8 x 8 images; counts its forward calls."""
+    """A deterministic 2 x 2 grid of 4-d vectors from 8 x 8 images; counts its trunk calls. When trainable, its
+    top multiplies the trunk's output by a learnt scale (2 here, so the top visibly acts)."""
 
     def __init__(self, *, tag: str = "a", trainable: bool = False) -> None:
         super().__init__()
@@ -28,15 +29,19 @@ class FakeEncoder(Encoder):
         self.mean, self.std = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)
         self.tag = tag
         self.calls = 0
-        self.scale = nn.Parameter(torch.ones(()), requires_grad=trainable)
+        self.scale = nn.Parameter(torch.full((), 2.0 if trainable else 1.0), requires_grad=trainable)
 
-    def feature_map(self, images: Tensor) -> Tensor:
+    def trunk_map(self, images: Tensor) -> Tensor:
         self.calls += 1
         pooled = F.adaptive_avg_pool2d(images, 2)  # (B, 3, 2, 2)
-        return torch.cat([pooled, pooled.sum(1, keepdim=True)], dim=1) * self.scale  # (B, 4, 2, 2)
+        trunk = torch.cat([pooled, pooled.sum(1, keepdim=True)], dim=1)  # (B, 4, 2, 2)
+        return trunk if self.scale.requires_grad else trunk * self.scale
+
+    def top_map(self, trunk: Tensor) -> Tensor:
+        return trunk * self.scale if self.scale.requires_grad else trunk
 
     def cache_key(self) -> str:
-        return f"FakeEncoder({self.tag})"
+        return f"FakeEncoder({self.tag}{',trunk' if self.scale.requires_grad else ''})"
 
 
 def make_images(count: int = 5) -> list[Image.Image]:
@@ -141,9 +146,25 @@ def test_workers_give_the_same_features(tmp_path: Path) -> None:
     np.testing.assert_array_equal(with_workers, expected_features(FakeEncoder()))
 
 
-def test_non_frozen_encoder_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="fine-tuned encoders must run on images"):
-        build(FeatureCache(root=tmp_path), FakeEncoder(trainable=True))
+def test_a_fine_tuned_encoder_caches_its_trunk_and_runs_its_top_on_it(tmp_path: Path) -> None:
+    cache = FeatureCache(root=tmp_path)
+    encoder = FakeEncoder(trainable=True)
+    trunk = build(cache, encoder)  # (5, 4, 4): the trunk's output, before the learnt scale
+    np.testing.assert_array_equal(trunk, expected_features(FakeEncoder()))
+    assert json.loads(cache.last_status.path.with_suffix(".json").read_text())["key"]["encoder"] == "FakeEncoder(a,trunk)"
+
+    images = torch.stack([encoder.transform()(image) for image in IMAGES])
+    cached = torch.from_numpy(np.array(trunk))  # (5, 4, 4) float16, as a batch of cached inputs
+    annotations = encoder.annotations(cached)  # the top runs on the cached trunk
+    torch.testing.assert_close(annotations, encoder(images), atol=2e-3, rtol=2e-3)
+    torch.testing.assert_close(annotations, 2 * cached.float())
+    annotations.sum().backward()
+    assert encoder.scale.grad is not None and encoder.scale.grad.item() == pytest.approx(cached.float().sum().item())
+
+
+def test_cached_trunk_of_another_shape_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"do not fit this encoder's trunk \(4, 4\)"):
+        FakeEncoder(trainable=True).annotations(torch.zeros(2, 9, 4))
 
 
 def test_no_images_is_refused(tmp_path: Path) -> None:

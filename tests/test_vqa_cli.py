@@ -109,6 +109,32 @@ def test_daquar_settings_are_chosen_on_held_out_training_photos(tmp_path):
     assert 0.0 <= metrics_of(run_dir)["val/accuracy"] <= 1.0
 
 
+def test_fine_tuned_top_block_trains_on_the_cached_trunk(tmp_path):
+    """With `trainable_blocks`, the cache holds the input of the top block; training moves that block only."""
+    from captioning.encoder import EfficientNetLite
+
+    make_vqa_layout(tmp_path / "daquar", DAQUAR_FILES)
+    run_dir, cache = tmp_path / "run", tmp_path / "cache"
+    run_cli(
+        "fit", "--config", str(CONFIGS / "daquar_san.yaml"), f"--data.dataset.init_args.root={tmp_path / 'daquar'}",
+        "--model.encoder.init_args.trainable_blocks=1", "--trainer.max_epochs=1", "--data.num_workers=0",
+        "--data.batch_size=4", f"--data.cache_dir={cache}",
+        f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}",
+        cwd=tmp_path,
+    )
+    records = [json.loads(path.read_text()) for path in cache.glob("*.json")]
+    assert sorted(record["key"]["split"] for record in records) == ["test", "train"]
+    # Lite2's last block reads 208 channels at 8 x 8 (256 px)
+    assert all((record["num_locations"], record["feature_dim"]) == (64, 208) for record in records)
+
+    trained = torch.load(next(run_dir.rglob("last.ckpt")), weights_only=True)["state_dict"]
+    encoder = EfficientNetLite(variant=2, image_size=256)  # the pretrained weights
+    last = f"net._blocks.{encoder.num_blocks - 1}."
+    moved = {name for name, value in encoder.state_dict().items() if not torch.equal(trained[f"encoder.{name}"], value)}
+    assert {f"{last}_project_conv.weight", "net._conv_head.weight"} <= moved
+    assert all(name.startswith((last, "net._conv_head.", "net._bn1.")) for name in moved)
+
+
 def test_single_word_answers_leave_the_lists_out_of_training_and_test(tmp_path):
     """12 training questions, 4 with list answers: 8 stay, 2 steps of 4 per epoch; test keeps its 8 of 12."""
     make_vqa_layout(tmp_path / "daquar", DAQUAR_FILES)
@@ -167,10 +193,11 @@ def test_vqa2_config_runs_on_the_official_layout(tmp_path):
 
 def test_easyvqa_config_fast_dev_run(tmp_path):
     pytest.importorskip("easy_vqa")
-    # fine-tuning the top block sends images through the encoder, so no feature cache of 4000 images is built
+    # fine-tuning the top block on images through the whole encoder, so no feature cache of 4000 images is built
     run_cli(
         "fit", "--config", str(CONFIGS / "easyvqa_san.yaml"), "--trainer.fast_dev_run=true",
-        "--model.encoder.init_args.trainable_blocks=1", "--data.batch_size=8", "--data.eval_batch_size=8",
+        "--model.encoder.init_args.trainable_blocks=1", "--data.cache_features=false",
+        "--data.batch_size=8", "--data.eval_batch_size=8",
         f"--trainer.default_root_dir={tmp_path / 'run'}", cwd=tmp_path,
     )
 

@@ -2,7 +2,8 @@
 
 Like captioning's data module it serves the model it trains: the question vocabulary and the answer classes
 are the model's when it has them (a checkpoint), otherwise they are built from the training questions; the
-encoder is the model's, and a frozen encoder's grids come from captioning's feature cache, one entry per image.
+encoder is the model's, and the output of its frozen trunk comes from captioning's feature cache, one entry per
+image.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class VqaDataModule(L.LightningDataModule):
         num_answers: N, the number of answer classes (the most frequent training answers).
         min_word_count: question words seen fewer times in training become <unk>.
         cache_dir: where feature caches are stored.
+        cache_features: store the output of the encoder's frozen trunk once per image and train on it (the
+            annotation vectors when the encoder is frozen, the input of its fine-tuned top blocks otherwise);
+            False runs the whole encoder on the images at every step.
         val_split: the split used for validation.
         test_split: the split used by `test`.
         predict_split: the split whose questions `predict` answers.
@@ -50,6 +54,7 @@ class VqaDataModule(L.LightningDataModule):
         num_answers: int = 1000,
         min_word_count: int = 1,
         cache_dir: Path = Path(".cache/features"),
+        cache_features: bool = True,
         val_split: str = "val",
         test_split: str = "test",
         predict_split: str = "test",
@@ -63,6 +68,7 @@ class VqaDataModule(L.LightningDataModule):
         self.num_answers = num_answers
         self.min_word_count = min_word_count
         self.cache = FeatureCache(root=Path(cache_dir))
+        self.cache_features = cache_features
         self.split_names = {"val": val_split, "test": test_split, "predict": predict_split}
         self.answer_sets = answer_sets
         self._questions: dict[str, list[VqaSample]] = {}
@@ -103,7 +109,7 @@ class VqaDataModule(L.LightningDataModule):
         image_ids = self.dataset.image_ids(split)
         position = {image_id: i for i, image_id in enumerate(image_ids)}
         encoder = self.model.encoder
-        if encoder.frozen:
+        if self.cache_features:
             features = self.cache.load_or_build(
                 dataset_name=self.dataset.name,
                 split=split,
