@@ -76,15 +76,22 @@ def metrics_of(run_dir: Path) -> dict[str, float]:
     return values
 
 
-def test_daquar_config_trains_and_reports_wups(tmp_path):
+def fit_daquar(tmp_path: Path, *overrides: str) -> Path:
+    """One epoch of `daquar_san.yaml` on a DAQUAR-layout fixture made under tmp_path, batches of 4, features cached
+    in tmp_path/cache; returns the run directory."""
     make_vqa_layout(tmp_path / "daquar", DAQUAR_FILES)
     run_dir = tmp_path / "run"
     run_cli(
         "fit", "--config", str(CONFIGS / "daquar_san.yaml"), f"--data.dataset.init_args.root={tmp_path / 'daquar'}",
         "--trainer.max_epochs=1", "--data.num_workers=0", "--data.batch_size=4", f"--data.cache_dir={tmp_path / 'cache'}",
-        f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}",
+        f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}", *overrides,
         cwd=tmp_path,
     )
+    return run_dir
+
+
+def test_daquar_config_trains_and_reports_wups(tmp_path):
+    run_dir = fit_daquar(tmp_path)
     metrics = metrics_of(run_dir)
     for name in ["val/accuracy", "val/accuracy/number", "val/accuracy/other", "val/wups@0.9", "val/wups@0.0"]:
         assert 0.0 <= metrics[name] <= 1.0, name
@@ -95,16 +102,8 @@ def test_daquar_config_trains_and_reports_wups(tmp_path):
 
 def test_daquar_settings_are_chosen_on_held_out_training_photos(tmp_path):
     """`val_images` holds training photos out as "val", and validation runs on them, never on test."""
-    make_vqa_layout(tmp_path / "daquar", DAQUAR_FILES)
-    run_dir, cache = tmp_path / "run", tmp_path / "cache"
-    run_cli(
-        "fit", "--config", str(CONFIGS / "daquar_san.yaml"), f"--data.dataset.init_args.root={tmp_path / 'daquar'}",
-        "--data.dataset.init_args.val_images=1", "--data.val_split=val", "--trainer.max_epochs=1",
-        "--data.num_workers=0", "--data.batch_size=4", f"--data.cache_dir={cache}",
-        f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}",
-        cwd=tmp_path,
-    )
-    grids = sorted(json.loads(path.read_text())["key"]["split"] for path in cache.glob("*.json"))
+    run_dir = fit_daquar(tmp_path, "--data.dataset.init_args.val_images=1", "--data.val_split=val")
+    grids = sorted(json.loads(path.read_text())["key"]["split"] for path in (tmp_path / "cache").glob("*.json"))
     assert grids == ["train", "val"]  # features of the 3 training photos left and of the 1 held out; none of test
     assert 0.0 <= metrics_of(run_dir)["val/accuracy"] <= 1.0
 
@@ -113,16 +112,8 @@ def test_fine_tuned_top_block_trains_on_the_cached_trunk(tmp_path):
     """With `trainable_blocks`, the cache holds the input of the top block; training moves that block only."""
     from captioning.encoder import EfficientNetLite
 
-    make_vqa_layout(tmp_path / "daquar", DAQUAR_FILES)
-    run_dir, cache = tmp_path / "run", tmp_path / "cache"
-    run_cli(
-        "fit", "--config", str(CONFIGS / "daquar_san.yaml"), f"--data.dataset.init_args.root={tmp_path / 'daquar'}",
-        "--model.encoder.init_args.trainable_blocks=1", "--trainer.max_epochs=1", "--data.num_workers=0",
-        "--data.batch_size=4", f"--data.cache_dir={cache}",
-        f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}",
-        cwd=tmp_path,
-    )
-    records = [json.loads(path.read_text()) for path in cache.glob("*.json")]
+    run_dir = fit_daquar(tmp_path, "--model.encoder.init_args.trainable_blocks=1")
+    records = [json.loads(path.read_text()) for path in (tmp_path / "cache").glob("*.json")]
     assert sorted(record["key"]["split"] for record in records) == ["test", "train"]
     # Lite2's last block reads 208 channels at 8 x 8 (256 px)
     assert all((record["num_locations"], record["feature_dim"]) == (64, 208) for record in records)
@@ -137,15 +128,7 @@ def test_fine_tuned_top_block_trains_on_the_cached_trunk(tmp_path):
 
 def test_single_word_answers_leave_the_lists_out_of_training_and_test(tmp_path):
     """12 training questions, 4 with list answers: 8 stay, 2 steps of 4 per epoch; test keeps its 8 of 12."""
-    make_vqa_layout(tmp_path / "daquar", DAQUAR_FILES)
-    run_dir = tmp_path / "run"
-    run_cli(
-        "fit", "--config", str(CONFIGS / "daquar_san.yaml"), f"--data.dataset.init_args.root={tmp_path / 'daquar'}",
-        "--data.dataset.init_args.single_word_answers=true", "--trainer.max_epochs=1", "--data.num_workers=0",
-        "--data.batch_size=4", f"--data.cache_dir={tmp_path / 'cache'}",
-        f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}",
-        cwd=tmp_path,
-    )
+    run_dir = fit_daquar(tmp_path, "--data.dataset.init_args.single_word_answers=true")
     checkpoint = torch.load(next(run_dir.rglob("last.ckpt")), weights_only=True)
     assert checkpoint["global_step"] == 2
     assert not any("," in answer for answer in checkpoint["hyper_parameters"]["answers"])  # no list is a class
@@ -164,14 +147,8 @@ def test_the_cnn_question_model_trains_and_comes_back_from_its_checkpoint(tmp_pa
     from vqa.module import VqaModule
     from vqa.question_encoder import ConvQuestionEncoder
 
-    make_vqa_layout(tmp_path / "daquar", DAQUAR_FILES)
-    run_dir = tmp_path / "run"
-    run_cli(
-        "fit", "--config", str(CONFIGS / "daquar_san.yaml"), f"--data.dataset.init_args.root={tmp_path / 'daquar'}",
-        "--model.question_model=vqa.question_encoder.ConvQuestionEncoder", "--model.question_dim=40",
-        "--trainer.max_epochs=1", "--data.num_workers=0", "--data.batch_size=4", f"--data.cache_dir={tmp_path / 'cache'}",
-        f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}",
-        cwd=tmp_path,
+    run_dir = fit_daquar(
+        tmp_path, "--model.question_model=vqa.question_encoder.ConvQuestionEncoder", "--model.question_dim=40"
     )
     assert 0.0 <= metrics_of(run_dir)["val/accuracy"] <= 1.0
     model = VqaModule.load(next(run_dir.rglob("last.ckpt")))
