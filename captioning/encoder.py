@@ -446,12 +446,10 @@ class TorchvisionEncoder(Encoder):
         return self._blocks[len(self._blocks) - self.trainable_blocks :] if self.trainable_blocks else []
 
     def trunk_map(self, images: Tensor) -> Tensor:
-        if not self.trainable_blocks:
-            return self.body(images)  # (B, D, S/stride, S/stride)
         x = images
         for module in [*self._stem, *self._blocks[: len(self._blocks) - self.trainable_blocks]]:
             x = module(x)
-        return x  # (B, C, h, w)
+        return x  # (B, C, h, w); all of `body` when frozen: (B, D, S/stride, S/stride)
 
     def top_map(self, trunk: Tensor) -> Tensor:
         x = trunk
