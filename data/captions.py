@@ -30,6 +30,10 @@ class Box:
     def area(self) -> float:
         return (self.x1 - self.x0) * (self.y1 - self.y0)
 
+    def mirrored(self) -> Box:
+        """The same box in the image flipped left to right."""
+        return Box(x0=1.0 - self.x1, y0=self.y0, x1=1.0 - self.x0, y1=self.y1)
+
 
 @dataclass(frozen=True)
 class GroundedWord:

@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from PIL import Image
@@ -37,11 +38,14 @@ def make_vqa_layout(root: Path, files: dict[str, tuple[str, str, str]]) -> None:
         for image_id in range(s * 10 + 1, s * 10 + 5):
             path = root / pattern.format(image_id=image_id)
             path.parent.mkdir(parents=True, exist_ok=True)
-            Image.new("RGB", (40 + image_id, 30), (20 * image_id % 255, 80, 140)).save(path)
+            image = Image.new("RGB", (40 + image_id, 30), (20 * image_id % 255, 80, 140))
+            image.paste((250, 250, 40), (0, 0, 12, 30))  # a bar on the left: the mirror image differs
+            image.save(path)
             for k in range(3):
                 qid += 1
                 answer = "2" if k == 2 else words[(image_id + k) % 4] + (", lamp" if k == 1 else "")
-                questions.append({"question_id": qid, "image_id": image_id, "question": f"what is near the {words[k]}?"})
+                text = f"what is near the {words[k]}" + (" on the left?" if k == 0 else "?")
+                questions.append({"question_id": qid, "image_id": image_id, "question": text})
                 answers = [answer] * 10
                 annotations.append({
                     "question_id": qid, "image_id": image_id, "question_type": "what is",
@@ -90,7 +94,12 @@ def fit_daquar(tmp_path: Path, *overrides: str) -> Path:
     return run_dir
 
 
-def test_daquar_config_trains_and_reports_wups(tmp_path):
+def test_daquar_config_trains_on_mirror_images_and_reports_wups(tmp_path):
+    """The config trains on the photos and their mirror images, whose trunk outputs get their own cache."""
+    from captioning.encoder import EfficientNetLite
+    from captioning.mirroring import mirror_image
+    from data.vqa2 import Daquar
+
     run_dir = fit_daquar(tmp_path)
     metrics = metrics_of(run_dir)
     for name in ["val/accuracy", "val/accuracy/number", "val/accuracy/other", "val/wups@0.9", "val/wups@0.0"]:
@@ -99,10 +108,24 @@ def test_daquar_config_trains_and_reports_wups(tmp_path):
     checkpoint = torch.load(next(run_dir.rglob("last.ckpt")), weights_only=True)
     assert checkpoint["hyper_parameters"]["feature_dropout"] == 0.3  # the config's setting reaches the model
 
+    records = (tmp_path / "cache").glob("*.json")
+    cached = {json.loads(path.read_text())["key"]["split"]: path.with_suffix(".npy") for path in records}
+    assert sorted(cached) == ["test", "train", "train-mirrored"]  # no mirror images for evaluation
+    dataset = Daquar(root=tmp_path / "daquar")
+    photo = dataset.load(dataset.image_ids("train")[0])
+    encoder = EfficientNetLite(variant=2, image_size=256).eval()
+    with torch.inference_mode():
+        flipped = encoder.trunk(encoder.transform()(mirror_image(photo))[None])[0]  # (64, 1280)
+    stored = {split: torch.from_numpy(np.load(path)[0]).float() for split, path in cached.items()}
+    torch.testing.assert_close(stored["train-mirrored"], flipped, atol=2e-2, rtol=1e-2)  # float16 storage
+    assert (stored["train-mirrored"] - stored["train"]).abs().max() > 0.1
+
 
 def test_daquar_settings_are_chosen_on_held_out_training_photos(tmp_path):
-    """`val_images` holds training photos out as "val", and validation runs on them, never on test."""
-    run_dir = fit_daquar(tmp_path, "--data.dataset.init_args.val_images=1", "--data.val_split=val")
+    """`val_images` holds training photos out as "val", and validation runs on them, never on test (and without
+    mirror images, nothing else is cached)."""
+    held_out = ["--data.dataset.init_args.val_images=1", "--data.val_split=val"]
+    run_dir = fit_daquar(tmp_path, *held_out, "--data.mirror_images=false")
     grids = sorted(json.loads(path.read_text())["key"]["split"] for path in (tmp_path / "cache").glob("*.json"))
     assert grids == ["train", "val"]  # features of the 3 training photos left and of the 1 held out; none of test
     assert 0.0 <= metrics_of(run_dir)["val/accuracy"] <= 1.0
@@ -114,7 +137,7 @@ def test_fine_tuned_top_block_trains_on_the_cached_trunk(tmp_path):
 
     run_dir = fit_daquar(tmp_path, "--model.encoder.init_args.trainable_blocks=1")
     records = [json.loads(path.read_text()) for path in (tmp_path / "cache").glob("*.json")]
-    assert sorted(record["key"]["split"] for record in records) == ["test", "train"]
+    assert sorted(record["key"]["split"] for record in records) == ["test", "train", "train-mirrored"]
     # Lite2's last block reads 208 channels at 8 x 8 (256 px)
     assert all((record["num_locations"], record["feature_dim"]) == (64, 208) for record in records)
 

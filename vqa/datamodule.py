@@ -8,16 +8,19 @@ image.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 import lightning as L
+from PIL import Image
 from torch.utils.data import DataLoader
 
 from captioning.batches import CachedInputs, ImageInputs, pad_batch
 from captioning.features import FeatureCache
+from captioning.mirroring import SIDE_WORDS, MirrorView, mirror_image, mirror_words
 from captioning.resume import ResumableLoader, shuffle_seed
-from data.vocabulary import Vocabulary
+from data.vocabulary import Vocabulary, tokenize
 from data.vqa import VqaDataset, VqaSample
 from vqa.answers import AnswerVocabulary
 from vqa.batches import Questions
@@ -38,6 +41,9 @@ class VqaDataModule(L.LightningDataModule):
         cache_features: store the output of the encoder's frozen trunk once per image and train on it (the
             annotation vectors when the encoder is frozen, the input of its fine-tuned top blocks otherwise);
             False runs the whole encoder on the images at every step.
+        mirror_images: train on each question or, at random (probability 1/2, drawn anew at every epoch), on its
+            mirror image: the photo flipped left to right, "left" and "right" swapped in the question
+            (`captioning.mirroring`). With a feature cache the mirror images get a cache of their own, built once.
         val_split: the split used for validation.
         test_split: the split used by `test`.
         predict_split: the split whose questions `predict` answers.
@@ -55,6 +61,7 @@ class VqaDataModule(L.LightningDataModule):
         min_word_count: int = 1,
         cache_dir: Path = Path(".cache/features"),
         cache_features: bool = True,
+        mirror_images: bool = False,
         val_split: str = "val",
         test_split: str = "test",
         predict_split: str = "test",
@@ -69,6 +76,7 @@ class VqaDataModule(L.LightningDataModule):
         self.min_word_count = min_word_count
         self.cache = FeatureCache(root=Path(cache_dir))
         self.cache_features = cache_features
+        self.mirror_images = mirror_images
         self.split_names = {"val": val_split, "test": test_split, "predict": predict_split}
         self.answer_sets = answer_sets
         self._questions: dict[str, list[VqaSample]] = {}
@@ -91,6 +99,9 @@ class VqaDataModule(L.LightningDataModule):
         if not train:
             raise ValueError(f"the training split of {self.dataset.name} has no questions")
         words = Vocabulary.build((sample.question for sample in train), min_count=self.min_word_count)
+        if self.mirror_images:  # a mirrored question says "right" where its photo's said "left"
+            sides = mirror_words(word for word in words.tokens if word in SIDE_WORDS)
+            words = Vocabulary([*words.tokens, *sorted(set(sides) - set(words.tokens))])
         answers = AnswerVocabulary.build((sample.answer for sample in train if sample.answer), size=self.num_answers)
         return words, answers
 
@@ -104,27 +115,41 @@ class VqaDataModule(L.LightningDataModule):
             model.set_vocabularies(*self.build_vocabularies())
         self.model = model
 
-    def _split_dataset(self, split: str, *, with_targets: bool) -> Questions:
+    def _split_dataset(self, split: str, *, with_targets: bool, mirror: bool = False) -> Questions:
         samples = self.questions(split)
         image_ids = self.dataset.image_ids(split)
         position = {image_id: i for i, image_id in enumerate(image_ids)}
-        encoder = self.model.encoder
-        if self.cache_features:
-            features = self.cache.load_or_build(
-                dataset_name=self.dataset.name,
-                split=split,
-                image_ids=image_ids,
-                load_image=lambda i: self.dataset.load(image_ids[i]),
-                encoder=encoder,
-                num_workers=self.num_workers,
-            )
-            inputs = CachedInputs(features)
-        else:
-            inputs = ImageInputs(lambda i: self.dataset.load(image_ids[i]), encoder.transform(), len(image_ids))
         max_length = self.model.hparams.max_question_length
-        words = [question_ids(self.model.question_vocabulary, s.question, max_length=max_length) for s in samples]
+        vocabulary = self.model.question_vocabulary
+        words = [question_ids(vocabulary, s.question, max_length=max_length) for s in samples]
         target = partial(self.model.target_of, answers=self.model.answer_vocabulary) if with_targets else None
-        return Questions(inputs, samples, [position[s.image_id] for s in samples], words, target)
+
+        def load(i: int) -> Image.Image:
+            return self.dataset.load(image_ids[i])
+
+        inputs = self._inputs(split, image_ids, load)
+        view = None
+        if mirror:
+            mirrored = [" ".join(mirror_words(tokenize(s.question))) for s in samples]
+            mirrored_words = [question_ids(vocabulary, question, max_length=max_length) for question in mirrored]
+            view = MirrorView(self._inputs(f"{split}-mirrored", image_ids, lambda i: mirror_image(load(i))), mirrored_words)
+        return Questions(inputs, samples, [position[s.image_id] for s in samples], words, target, view)
+
+    def _inputs(self, name: str, image_ids: list[str], load: Callable[[int], Image.Image]) -> CachedInputs | ImageInputs:
+        """Image i of `image_ids` as the model's input: `load(i)` through the encoder's frozen trunk, cached under
+        the name `name` on first use; or the preprocessed image when features are not cached."""
+        encoder = self.model.encoder
+        if not self.cache_features:
+            return ImageInputs(load, encoder.transform(), len(image_ids))
+        features = self.cache.load_or_build(
+            dataset_name=self.dataset.name,
+            split=name,
+            image_ids=image_ids,
+            load_image=load,
+            encoder=encoder,
+            num_workers=self.num_workers,
+        )
+        return CachedInputs(features)
 
     def _loader(self, dataset: Questions, *, batch_size: int, shuffle: bool) -> DataLoader:
         options = dict(
@@ -146,7 +171,8 @@ class VqaDataModule(L.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        return self._loader(self._split_dataset("train", with_targets=True), batch_size=self.batch_size, shuffle=True)
+        train = self._split_dataset("train", with_targets=True, mirror=self.mirror_images)
+        return self._loader(train, batch_size=self.batch_size, shuffle=True)
 
     def val_dataloader(self) -> DataLoader:
         split = self._split_dataset(self.split_names["val"], with_targets=True)
