@@ -128,6 +128,21 @@ def load_module(cls: type[M], path: str | Path, *, required: tuple[str, ...], ki
     return model.eval()
 
 
+def supply_packaged_encoder(model: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+    """Put the encoder's weights, which a compact checkpoint leaves for its package to supply, into the
+    checkpoint's `state_dict` from `model` (which built them from the package), so that Lightning's strict
+    loading takes a compact checkpoint too: `python -m vqa test --ckpt_path vqa/bundled/daquar_san.ckpt`.
+    A full checkpoint is left as it is. Called from the modules' `on_load_checkpoint`."""
+    if checkpoint.get(ENCODER_WEIGHTS) != ENCODER_FROM_PACKAGE:
+        return
+    if not model.encoder.frozen:
+        raise _fine_tuned_without_weights("the checkpoint")
+    state = checkpoint["state_dict"]
+    for name, tensor in model.state_dict().items():
+        if name.startswith(ENCODER_PREFIX):
+            state.setdefault(name, tensor)
+
+
 def load_weights(model: L.LightningModule, checkpoint: dict[str, Any], path: str | Path) -> None:
     """Put the checkpoint's weights into `model`: every weight, or, for a checkpoint marked as taking its
     encoder from the package, every weight but the frozen encoder's (which the model built itself).
@@ -137,10 +152,7 @@ def load_weights(model: L.LightningModule, checkpoint: dict[str, Any], path: str
     """
     from_package = checkpoint.get(ENCODER_WEIGHTS) == ENCODER_FROM_PACKAGE
     if from_package and not model.encoder.frozen:
-        raise CheckpointError(
-            f"{path} leaves out the encoder's weights for its package to supply, but its encoder is fine-tuned "
-            "(trainable_blocks > 0), so the package's weights are not the trained ones"
-        )
+        raise _fine_tuned_without_weights(str(path))
     check_weights_fit(model, checkpoint, path)
     own = model.state_dict()
     state = {
@@ -158,6 +170,13 @@ def load_weights(model: L.LightningModule, checkpoint: dict[str, Any], path: str
         problems.append(f"a checkpoint without encoder weights must say {ENCODER_WEIGHTS!r}: {ENCODER_FROM_PACKAGE!r}")
     if problems:
         raise CheckpointError(f"{path} does not hold the weights its model needs: {'; '.join(problems)}")
+
+
+def _fine_tuned_without_weights(source: str) -> CheckpointError:
+    return CheckpointError(
+        f"{source} leaves out the encoder's weights for its package to supply, but its encoder is fine-tuned "
+        "(trainable_blocks > 0), so the package's weights are not the trained ones"
+    )
 
 
 def _names(names: list[str], shown: int = 5) -> str:

@@ -15,7 +15,14 @@ from torch import Tensor
 
 from captioning.attention import AdditiveScore, Score
 from captioning.attention_correctness import mass_in_box
-from captioning.checkpoints import CheckpointError, check_kind, load_module, load_weights, read_checkpoint
+from captioning.checkpoints import (
+    CheckpointError,
+    check_kind,
+    load_module,
+    load_weights,
+    read_checkpoint,
+    supply_packaged_encoder,
+)
 from captioning.decoder import ShowAttendTell
 from captioning.encoder import EfficientNetLite, Encoder
 from captioning.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
@@ -106,6 +113,9 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         # evaluation records by sample index, gathered across processes at the end of the epoch
         self._generated: dict[int, str] = {}
         self._correctness: dict[int, Tensor] = {}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        supply_packaged_encoder(self, checkpoint)  # a compact checkpoint's encoder weights come from the package
 
     @classmethod
     def load(cls, path: str | Path, *, map_location: str | torch.device = "cpu") -> "CaptioningModule":

@@ -153,3 +153,17 @@ def test_bundle_refuses_a_file_that_is_not_a_checkpoint(tmp_path, capsys):
     assert "notes.ckpt" in capsys.readouterr().err and not (tmp_path / "out.ckpt").exists()
     with pytest.raises(FileNotFoundError):
         bundle(tmp_path / "missing.ckpt", tmp_path / "out.ckpt")
+
+
+def test_a_compact_checkpoint_cannot_supply_a_fine_tuned_encoder():
+    """A compact checkpoint's encoder weights come from the package: for a fine-tuned encoder they would be wrong."""
+    from captioning.checkpoints import CheckpointError, supply_packaged_encoder
+    from captioning.encoder import EfficientNetLite
+
+    compact = read_checkpoint(VQA_CHECKPOINTS["ShapesWorld"])
+    frozen = VqaModule.load(VQA_CHECKPOINTS["ShapesWorld"])
+    supply_packaged_encoder(frozen, compact)
+    assert set(frozen.state_dict()) == set(compact["state_dict"])  # now whole, as Lightning's strict loading wants
+    with pytest.raises(CheckpointError, match="fine-tuned"):
+        fine_tuned = VqaModule(encoder=EfficientNetLite(variant=0, trainable_blocks=1))
+        supply_packaged_encoder(fine_tuned, read_checkpoint(SHAPES_SOFT))

@@ -247,6 +247,29 @@ def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
         CaptioningModule.load(best)
 
 
+def test_cli_tests_a_compact_checkpoint_as_it_tests_the_full_one(tmp_path):
+    """`test --ckpt_path` takes a bundled (compact) checkpoint, whose encoder weights come from their package, and
+    scores it as it scores the same model's full checkpoint."""
+    from captioning.checkpoints import read_checkpoint
+    from vqa.bundled import SHAPES_SAN
+    from vqa.module import VqaModule
+
+    compact = read_checkpoint(SHAPES_SAN)
+    full = {**compact, "state_dict": VqaModule.load(SHAPES_SAN).state_dict()}  # every weight, float32
+    del full["encoder_weights"]
+    torch.save(full, tmp_path / "full.ckpt")
+    scores = {}
+    for name, path in (("compact", SHAPES_SAN), ("full", tmp_path / "full.ckpt")):
+        run_cli(
+            "test", "--config", str(CONFIGS / "shapes_san.yaml"), *SMALL_SHAPES, f"--ckpt_path={path}",
+            f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path / name}",
+            f"--trainer.logger.init_args.save_dir={tmp_path / name}", cwd=tmp_path,
+        )
+        scores[name] = metrics_of(tmp_path / name)
+    assert scores["compact"]["test/accuracy"] > 0.5  # the bundled model, not an untrained one
+    assert scores["compact"] == pytest.approx(scores["full"], abs=1e-6)
+
+
 def test_vqa_model_answers_a_typed_question_with_top_answers_and_hop_maps(tmp_path):
     from vqa.module import VqaModule
 

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from captioning.attention import AdditiveScore, Score
 from captioning.attention_correctness import mass_in_boxes
-from captioning.checkpoints import load_module
+from captioning.checkpoints import load_module, supply_packaged_encoder
 from captioning.encoder import EfficientNetLite, Encoder
 from captioning.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
 from captioning.hparams import plain_hyperparameters
@@ -103,6 +103,9 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         # evaluation records by question index, gathered across processes at the end of the epoch
         self._answers: dict[int, str] = {}
         self._correctness: dict[int, Tensor] = {}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        supply_packaged_encoder(self, checkpoint)  # a compact checkpoint's encoder weights come from the package
 
     @classmethod
     def load(cls, path: str | Path, *, map_location: str | torch.device = "cpu") -> "VqaModule":
