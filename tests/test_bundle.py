@@ -164,6 +164,6 @@ def test_a_compact_checkpoint_cannot_supply_a_fine_tuned_encoder():
     frozen = VqaModule.load(VQA_CHECKPOINTS["ShapesWorld"])
     supply_packaged_encoder(frozen, compact)
     assert set(frozen.state_dict()) == set(compact["state_dict"])  # now whole, as Lightning's strict loading wants
+    fine_tuned = VqaModule(encoder=EfficientNetLite(variant=0, trainable_blocks=1))
     with pytest.raises(CheckpointError, match="fine-tuned"):
-        fine_tuned = VqaModule(encoder=EfficientNetLite(variant=0, trainable_blocks=1))
         supply_packaged_encoder(fine_tuned, read_checkpoint(SHAPES_SOFT))
