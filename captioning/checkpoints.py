@@ -128,15 +128,24 @@ def load_module(cls: type[M], path: str | Path, *, required: tuple[str, ...], ki
     return model.eval()
 
 
-def supply_packaged_encoder(model: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+def supply_packaged_encoder(
+    model: L.LightningModule, checkpoint: dict[str, Any], source: str = "the checkpoint"
+) -> None:
     """Put the encoder's weights, which a compact checkpoint leaves for its package to supply, into the
-    checkpoint's `state_dict` from `model` (which built them from the package), so that Lightning's strict
-    loading takes a compact checkpoint too: `python -m vqa test --ckpt_path vqa/bundled/daquar_san.ckpt`.
-    A full checkpoint is left as it is. Called from the modules' `on_load_checkpoint`."""
+    checkpoint's `state_dict` from `model` (which built them from the package); a full checkpoint is left as it
+    is. `load_weights` and the modules' `on_load_checkpoint` (Lightning's strict loading, as in `python -m vqa
+    test --ckpt_path vqa/bundled/daquar_san.ckpt`) both complete a compact checkpoint this way.
+
+    Raises CheckpointError naming `source` when the model's encoder is fine-tuned: the package's weights are not
+    the trained ones then.
+    """
     if checkpoint.get(ENCODER_WEIGHTS) != ENCODER_FROM_PACKAGE:
         return
     if not model.encoder.frozen:
-        raise _fine_tuned_without_weights("the checkpoint")
+        raise CheckpointError(
+            f"{source} leaves out the encoder's weights for its package to supply, but its encoder is fine-tuned "
+            "(trainable_blocks > 0), so the package's weights are not the trained ones"
+        )
     state = checkpoint["state_dict"]
     for name, tensor in model.state_dict().items():
         if name.startswith(ENCODER_PREFIX):
@@ -144,15 +153,14 @@ def supply_packaged_encoder(model: L.LightningModule, checkpoint: dict[str, Any]
 
 
 def load_weights(model: L.LightningModule, checkpoint: dict[str, Any], path: str | Path) -> None:
-    """Put the checkpoint's weights into `model`: every weight, or, for a checkpoint marked as taking its
-    encoder from the package, every weight but the frozen encoder's (which the model built itself).
+    """Put the checkpoint's weights into `model`: every weight, the frozen encoder's taken from the model itself
+    for a checkpoint marked as leaving them to the package (`supply_packaged_encoder`).
 
     Floating-point weights are cast to the dtype of the model's own tensors (compact checkpoints store
     float16). Raises CheckpointError naming the file and the weights when any is missing, extra or misshapen.
     """
-    from_package = checkpoint.get(ENCODER_WEIGHTS) == ENCODER_FROM_PACKAGE
-    if from_package and not model.encoder.frozen:
-        raise _fine_tuned_without_weights(str(path))
+    checkpoint = {**checkpoint, "state_dict": dict(checkpoint["state_dict"])}  # the caller's copy stays as it was
+    supply_packaged_encoder(model, checkpoint, str(path))
     check_weights_fit(model, checkpoint, path)
     own = model.state_dict()
     state = {
@@ -163,20 +171,12 @@ def load_weights(model: L.LightningModule, checkpoint: dict[str, Any], path: str
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as error:  # a weight of another shape
         raise CheckpointError(f"{path} has weights that do not fit the model its hyper-parameters build: {error}") from None
-    not_supplied = [name for name in missing if not (from_package and name.startswith(ENCODER_PREFIX))]
-    problems = [f"missing {_names(not_supplied)}"] if not_supplied else []
+    problems = [f"missing {_names(missing)}"] if missing else []
     problems += [f"unexpected {_names(unexpected)}"] if unexpected else []
-    if not_supplied and not from_package and all(name.startswith(ENCODER_PREFIX) for name in not_supplied):
+    if missing and all(name.startswith(ENCODER_PREFIX) for name in missing):
         problems.append(f"a checkpoint without encoder weights must say {ENCODER_WEIGHTS!r}: {ENCODER_FROM_PACKAGE!r}")
     if problems:
         raise CheckpointError(f"{path} does not hold the weights its model needs: {'; '.join(problems)}")
-
-
-def _fine_tuned_without_weights(source: str) -> CheckpointError:
-    return CheckpointError(
-        f"{source} leaves out the encoder's weights for its package to supply, but its encoder is fine-tuned "
-        "(trainable_blocks > 0), so the package's weights are not the trained ones"
-    )
 
 
 def _names(names: list[str], shown: int = 5) -> str:
