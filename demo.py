@@ -41,10 +41,10 @@ import skimage.data
 import torch
 from PIL import Image
 
-from captioning.allocator import keep_freed_memory
 from captioning.bundled import CAPTION_CHECKPOINTS
 from captioning.export import CaptionOverlays, generate_caption
 from captioning.module import CaptioningModule
+from core.allocator import keep_freed_memory
 from data.images import ImageLoadError, load_image
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.bundled import VQA_CHECKPOINTS

@@ -41,6 +41,7 @@ from app_latency import (  # sets the offline environment
     stop_server,
     summary,
 )
+
 from vqa.bundled import SHAPES_SAN, VQA_CHECKPOINTS
 
 SHAPES_VQA = next(name for name, path in VQA_CHECKPOINTS.items() if path == SHAPES_SAN)  # asked about scenes
@@ -68,7 +69,7 @@ class Expected:
     def of_bundled_models(cls, model: str) -> "Expected":
         import demo
         from captioning.bundled import CAPTION_CHECKPOINTS
-        from captioning.checkpoints import read_checkpoint
+        from core.checkpoints import read_checkpoint
 
         words = read_checkpoint(CAPTION_CHECKPOINTS[model])["hyper_parameters"]["vocabulary"]
         vqa = read_checkpoint(SHAPES_SAN)["hyper_parameters"]

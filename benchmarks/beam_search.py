@@ -29,7 +29,6 @@ import json
 from collections.abc import Sequence
 
 import torch
-
 from harness import (
     FEATURE_DIM,
     PAPER_SIZES,
@@ -44,9 +43,9 @@ from harness import (
     summary,
 )
 
-from captioning.allocator import keep_freed_memory
 from captioning.decoder import ShowAttendTell
 from captioning.search import beam_search
+from core.allocator import keep_freed_memory
 from data.vocabulary import Vocabulary
 
 GOALS = {(5, 7): 147.0, (5, 14): 63.0}  # images/s on 2 cores, by (beam size, grid side)

@@ -41,8 +41,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from torch import Tensor, nn
-
 from harness import (
     FEATURE_DIM,
     PAPER_SIZES,
@@ -59,11 +57,11 @@ from harness import (
     run_child,
     summary,
 )
+from torch import Tensor, nn
 
-from captioning.allocator import keep_freed_memory
-from captioning.hard_attention import HardAttention
-from captioning.objectives import AttentionObjective, SoftAttention
-from captioning.optimization import adam_with_epoch_decay
+from captioning.objectives import AttentionObjective, HardAttention, SoftAttention
+from core.allocator import keep_freed_memory
+from core.optimization import adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 
 GOALS = {7: 160.0, 14: 90.0}  # captions/s on 2 cores, by grid side

@@ -41,13 +41,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from harness import ROOT, Clock, cpu_info, match_threads_to_cpus, summary
 from torch.utils.data import DataLoader
 
-from harness import ROOT, Clock, cpu_info, match_threads_to_cpus, summary
-
-from captioning.allocator import keep_freed_memory
-from captioning.encoder import EfficientNetLite
-from captioning.features import FeatureCache, _ImagesToEncode
+from core.allocator import keep_freed_memory
+from core.encoder import EfficientNetLite
+from core.features import FeatureCache, _ImagesToEncode
 from data.images import load_image
 
 GOAL_RATIO = 0.9

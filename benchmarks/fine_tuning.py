@@ -24,10 +24,9 @@ import json
 import statistics
 
 import torch
-
 from harness import Clock, cpu_info, match_threads_to_cpus, rates, summary
 
-from captioning.encoder import EfficientNetLite
+from core.encoder import EfficientNetLite
 
 
 def step_rates(encoder: EfficientNetLite, inputs: torch.Tensor, *, warmup: int, repeats: int) -> tuple[list[float], float]:

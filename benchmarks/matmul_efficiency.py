@@ -35,13 +35,11 @@ import statistics
 from collections.abc import Sequence
 
 import torch
+from decoder_training import PRECISIONS, TrainingStep
+from harness import Clock, cpu_info, match_threads_to_cpus, rates, summary
 from torch.utils.flop_counter import FlopCounterMode
 
-from harness import Clock, cpu_info, match_threads_to_cpus, rates, summary
-
-from decoder_training import PRECISIONS, TrainingStep
-
-from captioning.allocator import keep_freed_memory
+from core.allocator import keep_freed_memory
 
 GOAL = 0.5
 MM_SIZE = 2048

@@ -8,16 +8,20 @@ its frozen trunk comes from the feature cache, computed once per (dataset, split
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
 import lightning as L
-from torch.utils.data import DataLoader
+import torch
+from PIL import Image
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset
 
-from captioning.batches import CachedInputs, CaptionPairs, EvaluationImages, ImageFiles, ImageInputs, pad_batch
-from captioning.encoder import Encoder
-from captioning.features import FeatureCache
-from captioning.resume import ResumableLoader, shuffle_seed
+from core.batches import CachedInputs, ImageInputs, pad_batch
+from core.encoder import Encoder
+from core.features import FeatureCache
+from core.resume import ResumableLoader, shuffle_seed
 from data.captions import CaptionDataset, CaptionSample
 from data.images import load_image
 from data.vocabulary import Vocabulary
@@ -141,7 +145,7 @@ class CaptionDataModule(L.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        """Shuffled (image, caption) pairs, resumable mid-epoch from a checkpoint (see `captioning.resume`)."""
+        """Shuffled (image, caption) pairs, resumable mid-epoch from a checkpoint (see `core.resume`)."""
         pairs = CaptionPairs(self._inputs("train"), self._encoded_captions("train", self.max_caption_length))
         trainer = self.trainer
         return ResumableLoader(
@@ -183,3 +187,75 @@ def _image_files(path: Path) -> list[Path]:
     if not files:
         raise FileNotFoundError(f"no image files ({', '.join(sorted(IMAGE_SUFFIXES))}) in folder {path}")
     return files
+
+
+
+
+MAX_GROUNDED_WORDS = 16
+
+
+class CaptionPairs(Dataset):
+    """Every (image, reference caption) pair of a split, for teacher-forced training."""
+
+    def __init__(self, inputs: Callable[[int], Tensor], captions: Sequence[Sequence[Sequence[int]]]) -> None:
+        self.inputs = inputs
+        self.pairs = [(image, caption) for image, refs in enumerate(captions) for caption in refs]
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __getitem__(self, index: int) -> dict:
+        image, caption = self.pairs[index]
+        return {"inputs": self.inputs(image), "captions": torch.tensor(caption), "index": image}
+
+
+class EvaluationImages(Dataset):
+    """Each image of a split once, with its first reference caption (for the validation loss and attention
+    correctness) and that caption's grounded words, when the dataset has them."""
+
+    def __init__(
+        self,
+        inputs: Callable[[int], Tensor],
+        captions: Sequence[Sequence[Sequence[int]]],
+        samples: Sequence[CaptionSample],
+    ) -> None:
+        self.inputs, self.captions, self.samples = inputs, captions, samples
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> dict:
+        sample = self.samples[index]
+        grounded = sample.grounding[0][:MAX_GROUNDED_WORDS] if sample.grounding else ()
+        positions = torch.full((MAX_GROUNDED_WORDS,), -1, dtype=torch.long)
+        boxes = torch.zeros(MAX_GROUNDED_WORDS, 4)
+        for g, word in enumerate(grounded):
+            positions[g] = word.position
+            boxes[g] = torch.tensor([word.box.x0, word.box.y0, word.box.x1, word.box.y1])
+        return {
+            "inputs": self.inputs(index),
+            "captions": torch.tensor(self.captions[index][0]),
+            "index": index,
+            "grounded_positions": positions,  # (G,) word positions, -1 = none
+            "grounded_boxes": boxes,  # (G, 4)
+        }
+
+
+class ImageFiles(Dataset):
+    """Image files to caption (predict). A file that cannot be read yields None and is reported, not fatal."""
+
+    def __init__(self, paths: Sequence[Path], load: Callable[[Path], Image.Image], transform: Callable) -> None:
+        self.paths, self.load, self.transform = list(paths), load, transform
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> dict:
+        path = self.paths[index]
+        try:
+            image = self.transform(self.load(path))
+        except ValueError as error:  # data.images.ImageLoadError names the file
+            return {"error": str(error), "path": str(path)}
+        return {"inputs": image, "path": str(path), "index": index}
+
+

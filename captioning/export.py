@@ -11,7 +11,7 @@ For each image, `DIR/<image stem>/` receives:
 
 An image that cannot be read is reported on stderr and skipped; the exit status is non-zero only when no
 image could be exported. `write_caption_overlays` is shared with the `predict` callback
-(`captioning.overlay_writer.OverlayWriter`); the demo app uses `generate_caption` and `CaptionOverlays`.
+(`captioning.export.OverlayWriter`); the demo app uses `generate_caption` and `CaptionOverlays`.
 """
 
 from __future__ import annotations
@@ -24,18 +24,28 @@ import threading
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
+import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.callbacks import BasePredictionWriter
 from PIL import Image
 from torch import Tensor
 
-from captioning.allocator import keep_freed_memory
 from captioning.datamodule import IMAGE_SUFFIXES
 from captioning.module import CaptioningModule
-from captioning.overlays import gif_frame, heat_maps, overlay, save_gif, save_png, titled, word_grid
-from captioning.prediction_writer import write_json_atomically
+from core.allocator import keep_freed_memory
+from core.overlays import (
+    gif_frame,
+    heat_maps,
+    overlay,
+    save_gif,
+    save_png,
+    titled,
+    word_grid,
+)
+from core.results import write_json_atomically
 from data.images import ImageLoadError, load_image
 
 GIF_SIZE = 448  # longest side of the GIF's frames, in pixels: a GIF of full-size photos would be huge
@@ -272,3 +282,60 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ----------------------------------------------------------------------------------------------------
+# Attention overlays from `python -m captioning predict`, as a prediction callback:
+#
+#     python -m captioning predict --ckpt_path best.ckpt --data.predict_path photos/ \
+#         --trainer.callbacks+=captioning.export.OverlayWriter --trainer.callbacks.init_args.output_dir overlays/
+#
+# writes for every photo the same folder as `python -m captioning.export` (see `captioning.export`), batch by
+# batch, next to the captions JSON of `CaptionResultsWriter`.
+#
+
+
+
+class OverlayWriter(BasePredictionWriter):
+    """Writes each predicted caption's overlays, grid, GIF and caption.json into `output_dir/<image stem>/`.
+
+    The data module hands the model squashed square tensors, so the original photo is read again from the
+    item's path to draw on it at its own size.
+
+    Args:
+        output_dir: the folder that receives one subfolder per image.
+    """
+
+    def __init__(self, *, output_dir: Path) -> None:
+        super().__init__(write_interval="batch")
+        self.output_dir = Path(output_dir)
+        self._taken: set[str] = set()
+
+    def on_predict_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._taken = set()
+
+    def write_on_batch_end(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        prediction: Any,
+        batch_indices: Sequence[int] | None,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int,
+    ) -> None:
+        for item in prediction:
+            try:
+                image = load_image(item["path"])
+            except ImageLoadError as error:  # changed or removed since the data module read it
+                pl_module.print(f"no overlays for {item['path']}: {error}")
+                continue
+            folder = output_folder(self.output_dir, Path(item["path"]), self._taken)
+            write_caption_overlays(
+                image,
+                words=item["words"],
+                weights=item["weights"],
+                grid=pl_module.encoder.grid_size,
+                out_dir=folder,
+                source=item["path"],
+            )

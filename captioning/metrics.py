@@ -36,7 +36,7 @@ from pycocoevalcap.meteor.meteor import Meteor
 from pycocoevalcap.rouge.rouge import Rouge
 from pycocoevalcap.tokenizer.ptbtokenizer import PUNCTUATIONS, PTBTokenizer
 
-from captioning.wordnet import ensure_wordnet
+from core.wordnet import ensure_wordnet
 
 METRIC_NAMES: tuple[str, ...] = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr")
 JAVA_BACKEND = "coco-caption (Java)"

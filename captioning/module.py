@@ -13,9 +13,14 @@ import lightning as L
 import torch
 from torch import Tensor
 
-from captioning.attention import AdditiveScore, Score
-from captioning.attention_correctness import mass_in_box
-from captioning.checkpoints import (
+from captioning.decoder import ShowAttendTell
+from captioning.metrics import score_captions
+from captioning.objectives import AttentionObjective, LossTerms, SoftAttention
+from captioning.search import Generated, beam_search
+from captioning.self_critical import SelfCritical
+from core.attention import AdditiveScore, Score
+from core.attention_correctness import mass_in_box
+from core.checkpoints import (
     CheckpointError,
     check_kind,
     load_module,
@@ -23,15 +28,10 @@ from captioning.checkpoints import (
     read_checkpoint,
     supply_packaged_encoder,
 )
-from captioning.decoder import ShowAttendTell
-from captioning.encoder import EfficientNetLite, Encoder
-from captioning.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
-from captioning.hparams import class_config, plain_hyperparameters
-from captioning.optimization import FusedAdamClipping, adam_with_epoch_decay
-from captioning.objectives import AttentionObjective, LossTerms, SoftAttention
-from captioning.metrics import score_captions
-from captioning.search import Generated, beam_search
-from captioning.self_critical import SelfCritical
+from core.encoder import EfficientNetLite, Encoder
+from core.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
+from core.hparams import class_config, plain_hyperparameters
+from core.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 
 

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from captioning.decoder import EXPECTATION, ShowAttendTell
-from captioning.reading import Read
+from captioning.decoder import EXPECTATION, Read, ShowAttendTell
 
 
 @dataclass

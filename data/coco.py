@@ -15,8 +15,8 @@ from pycocotools.coco import COCO
 
 from data.captions import CaptionDataset, CaptionSample
 from data.errors import DatasetFormatError
-from data.json_files import is_relative_file, read_json_object
 from data.images import load_image
+from data.json_files import is_relative_file, read_json_object
 
 
 class CocoCaptions(CaptionDataset):

@@ -13,8 +13,8 @@ from PIL import Image
 
 from data.captions import CaptionDataset, CaptionSample
 from data.errors import DatasetFormatError
-from data.json_files import is_relative_file, read_json_object
 from data.images import load_image
+from data.json_files import is_relative_file, read_json_object
 
 _SPLIT_OF = {"train": "train", "restval": "train", "val": "val", "test": "test"}
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from captioning import allocator
+from core import allocator
 
 glibc_only = pytest.mark.skipif(
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's"
@@ -22,7 +22,7 @@ glibc_only = pytest.mark.skipif(
 # and the minor page faults per round once three rounds have grown the heap (the first rounds fault anyway).
 ROUNDS = """
 import resource, sys, torch
-from captioning.allocator import keep_freed_memory
+from core.allocator import keep_freed_memory
 applied = keep_freed_memory() if sys.argv[1] == "keep" else False
 def one_round():
     blocks = [torch.ones(size << 20, dtype=torch.uint8) for size in (1, 2, 5, 13, 40) * 4]

@@ -14,8 +14,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from captioning.checkpoint_io import SafeCheckpointIO
-from captioning.checkpoints import PARTIAL_SUFFIX, read_checkpoint
+from core.checkpoints import PARTIAL_SUFFIX, SafeCheckpointIO, read_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -82,7 +81,7 @@ def test_non_finite_weights_are_never_written(saved):
 KILLED_WHILE_SAVING = """
 import os, signal, sys
 import torch
-from captioning.checkpoint_io import SafeCheckpointIO
+from core.checkpoints import SafeCheckpointIO
 
 def killed(descriptor):  # every byte is written; the process dies before the rename
     os.kill(os.getpid(), signal.SIGKILL)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from captioning.attention import (
+from core.attention import (
     AdditiveScore,
     Attention,
     CosineScore,

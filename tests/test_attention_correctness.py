@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from captioning.attention_correctness import box_mask, box_masks, mass_in_box
+from core.attention_correctness import box_mask, box_masks, mass_in_box
 
 
 def test_box_covering_one_cell_with_all_weight_scores_one() -> None:

@@ -8,12 +8,21 @@ from pathlib import Path
 import pytest
 import torch
 
-from captioning.averaging import average, main
 from captioning.bundled import SHAPES_HARD, SHAPES_SOFT
-from captioning.checkpoints import CheckpointError, read_checkpoint, write_checkpoint
 from captioning.module import CaptioningModule
+from core import averaging
+from core.checkpoints import CheckpointError, read_checkpoint, write_checkpoint
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.bundled import SHAPES_SAN
+
+
+def average(sources: list[Path], target: Path, **options) -> dict:
+    return averaging.average(sources, target, model_class=CaptioningModule, **options)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m captioning.averaging ARGV` as a call."""
+    return averaging.main(argv, model_class=CaptioningModule, prog="python -m captioning.averaging")
 
 
 @pytest.fixture
@@ -61,7 +70,7 @@ def test_checkpoints_of_different_models_are_refused_by_name(pair, tmp_path, cap
     out = tmp_path / "average.ckpt"
     with pytest.raises(CheckpointError, match=r"shapes_hard\.ckpt differs from .*shapes_soft\.ckpt in 'attention'"):
         average([SHAPES_SOFT, SHAPES_HARD], out)
-    with pytest.raises(CheckpointError, match=r"shapes_san\.ckpt is not a CaptioningModule checkpoint"):
+    with pytest.raises(CheckpointError, match=r"shapes_san\.ckpt is not a captioning checkpoint"):
         average([SHAPES_SOFT, SHAPES_SAN], out)
     renamed = read_checkpoint(pair[1])
     words = list(renamed["hyper_parameters"]["vocabulary"])

@@ -10,10 +10,10 @@ import pytest
 import torch
 from PIL import Image
 
-from captioning.bundle import bundle, main as bundle_main
 from captioning.bundled import CAPTION_CHECKPOINTS, SHAPES_SOFT
-from captioning.checkpoints import ENCODER_FROM_PACKAGE, ENCODER_WEIGHTS, read_checkpoint
 from captioning.module import CaptioningModule
+from core import bundle as core_bundle
+from core.checkpoints import ENCODER_FROM_PACKAGE, ENCODER_WEIGHTS, read_checkpoint
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.bundled import VQA_CHECKPOINTS
 from vqa.module import VqaModule
@@ -24,6 +24,24 @@ SPECIALS = {"<pad>", "<start>", "<end>", "<unk>"}
 # A caption that stops on one of these was cut off, not ended: "a dog runs through the".
 DANGLING = {"a", "an", "the", "of", "on", "in", "with", "and", "to", "at", "its", "his", "her", "their", "is", "are"}
 PHOTOS = ("coffee", "chelsea", "astronaut")  # real photos that ship with scikit-image (public domain / CC0)
+
+
+def bundle_main(argv: list[str], model_class: type = CaptioningModule) -> int:
+    """`python -m captioning.bundle ARGV` (or `python -m vqa.bundle` with VqaModule) as a call."""
+    return core_bundle.main(argv, model_class=model_class, prog="python -m captioning.bundle")
+
+
+def bundle(source: Path, target: Path) -> dict:
+    return core_bundle.bundle(source, target, model_class=CaptioningModule)
+
+
+def bundle_main(argv: list[str], model_class: type = CaptioningModule) -> int:
+    """`python -m captioning.bundle ARGV` (or `python -m vqa.bundle` with VqaModule) as a call."""
+    return core_bundle.main(argv, model_class=model_class, prog="bundle")
+
+
+def bundle(source: Path, target: Path) -> dict:
+    return core_bundle.bundle(source, target, model_class=CaptioningModule)
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +145,7 @@ def test_a_compact_copy_can_carry_other_decoding_settings(soft_model, coffee, tm
     vqa = VqaModule.load(VQA_CHECKPOINTS["ShapesWorld"])
     vqa_source = tmp_path / "san.ckpt"
     torch.save({"state_dict": vqa.state_dict(), "hyper_parameters": dict(vqa.hparams)}, vqa_source)
-    assert bundle_main([str(vqa_source), str(tmp_path / "san_small.ckpt"), "--beam-size", "3"]) == 2
+    assert bundle_main([str(vqa_source), str(tmp_path / "san_small.ckpt"), "--beam-size", "3"], VqaModule) == 2
     assert "of a captioning checkpoint" in capsys.readouterr().err
 
 
@@ -157,8 +175,8 @@ def test_bundle_refuses_a_file_that_is_not_a_checkpoint(tmp_path, capsys):
 
 def test_a_compact_checkpoint_cannot_supply_a_fine_tuned_encoder():
     """A compact checkpoint's encoder weights come from the package: for a fine-tuned encoder they would be wrong."""
-    from captioning.checkpoints import CheckpointError, supply_packaged_encoder
-    from captioning.encoder import EfficientNetLite
+    from core.checkpoints import CheckpointError, supply_packaged_encoder
+    from core.encoder import EfficientNetLite
 
     compact = read_checkpoint(VQA_CHECKPOINTS["ShapesWorld"])
     frozen = VqaModule.load(VQA_CHECKPOINTS["ShapesWorld"])

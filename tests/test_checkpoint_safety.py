@@ -15,13 +15,12 @@ import pytest
 import torch
 from lightning.pytorch.demos.boring_classes import BoringModel
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from test_cli import CONFIGS, REPO, SMALL_SHAPES
 
 import demo
 from captioning.bundled import SHAPES_SOFT
-from captioning.checkpoint_io import SafeCheckpointIO
-from captioning.checkpoints import CheckpointError, read_checkpoint
 from captioning.module import CaptioningModule
-from test_cli import CONFIGS, SMALL_SHAPES, REPO
+from core.checkpoints import CheckpointError, SafeCheckpointIO, read_checkpoint
 from vqa.bundled import SHAPES_SAN
 from vqa.module import VqaModule
 

@@ -181,7 +181,7 @@ def test_hard_attention_baseline_is_logged_saved_and_resumed(tmp_path):
         "--config", str(CONFIGS / "shapes_hard.yaml"), *SMALL_SHAPES, f"--data.cache_dir={tmp_path / 'cache'}",
         f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}",
         "--trainer.log_every_n_steps=1", "--model.attention.init_args.expectation_probability=0.0",
-        "--model.attention.init_args.inference=captioning.reading.ArgMax",
+        "--model.attention.init_args.inference=captioning.decoder.ArgMax",
         "--trainer.limit_val_batches=0",  # the baseline is a training matter; skipping validation saves minutes
     ]
     run_cli("fit", *common, "--trainer.max_epochs=1", cwd=tmp_path)
@@ -199,8 +199,8 @@ def test_hard_attention_baseline_is_logged_saved_and_resumed(tmp_path):
         assert row["train/baseline"] == pytest.approx(baseline, rel=1e-4, abs=1e-5), row["step"]
 
     # the hard model loads as plain data and reads with its inference mode: ArgMax, one location per word
-    from captioning.hard_attention import HardAttention
     from captioning.module import CaptioningModule
+    from captioning.objectives import HardAttention
 
     resumed = max(run_dir.rglob("last.ckpt"), key=lambda p: p.stat().st_mtime)
     assert resumed != last

@@ -16,10 +16,10 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-
-from captioning.checkpoints import read_checkpoint
-from captioning.resume import ResumableLoader
 from test_cli import CONFIGS, REPO
+
+from core.checkpoints import read_checkpoint
+from core.resume import ResumableLoader
 
 TESTS = Path(__file__).resolve().parent
 

@@ -1,6 +1,6 @@
 """Lightning DDP on two CPU processes through both CLIs: `fit` runs (validation included), `test` on two
 processes reports the metrics one process reports for the same checkpoint and data, and `predict` writes one
-complete results file; and `captioning.gathering`, which makes that so, on two plain gloo processes.
+complete results file; and `core.gathering`, which makes that so, on two plain gloo processes.
 
 The evaluated splits have an odd number of samples, so Lightning's DistributedSampler repeats one to pad the
 second process's shard: the metrics match only when every process's records are gathered and the repeat is
@@ -18,10 +18,10 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-
-from captioning.gathering import computed_on_rank_zero, gather_by_key
 from test_cli import REPO, run_module
 from test_vqa_cli import metrics_of
+
+from core.gathering import computed_on_rank_zero, gather_by_key
 
 DDP = ["--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.accelerator=cpu"]
 QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
@@ -70,7 +70,7 @@ def metrics_on_one_and_two(module: str, data: list[str], checkpoint: Path, tmp_p
 
 
 def gather_and_score_on(rank: int, init_file: str) -> None:
-    """One of two gloo processes: what `captioning.gathering` gives each of them."""
+    """One of two gloo processes: what `core.gathering` gives each of them."""
     # a process left waiting for the other fails after a minute instead of hanging the suite
     dist.init_process_group(
         "gloo", init_method=f"file://{init_file}", rank=rank, world_size=2, timeout=timedelta(minutes=1)

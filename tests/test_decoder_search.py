@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
-from captioning.attention import DotScore, GeneralScore
 from captioning.decoder import ShowAttendTell, grid_positions
-from captioning.losses import caption_loss, doubly_stochastic_penalty
+from captioning.objectives import caption_loss, doubly_stochastic_penalty
 from captioning.search import beam_search, greedy_search
+from core.attention import DotScore, GeneralScore
 
 PAD, START, END = 0, 1, 2
 
@@ -218,7 +218,7 @@ def test_length_penalty_prefers_longer_captions():
 
 
 def test_attention_entropy_by_hand_and_in_the_loss():
-    from captioning.losses import attention_entropy
+    from captioning.objectives import attention_entropy
 
     weights = torch.tensor([[[0.5, 0.5, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25], [1.0, 0, 0, 0]]])  # (1, 3, 4)
     mask = torch.tensor([[True, True, False]])

@@ -35,7 +35,7 @@ from PIL import Image
 
 import demo
 from captioning.bundled import CAPTION_CHECKPOINTS
-from captioning.checkpoints import read_checkpoint
+from core.checkpoints import read_checkpoint
 from data.images import ImageLoadError, load_image
 from vqa.bundled import SHAPES_SAN, VQA_CHECKPOINTS
 

@@ -11,7 +11,7 @@ import torch
 import torchvision
 from PIL import Image
 
-from captioning.encoder import EfficientNetLite, TorchvisionEncoder
+from core.encoder import EfficientNetLite, TorchvisionEncoder
 
 
 @pytest.fixture(scope="module")

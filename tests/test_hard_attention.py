@@ -6,10 +6,14 @@ import math
 import pytest
 import torch
 
-from captioning.decoder import ShowAttendTell
-from captioning.hard_attention import HardAttention, caption_log_likelihood, path_log_probability
-from captioning.objectives import LossTerms, SoftAttention
-from captioning.reading import ArgMax, Expectation, Replay, Sample
+from captioning.decoder import ArgMax, Expectation, Replay, Sample, ShowAttendTell
+from captioning.objectives import (
+    HardAttention,
+    LossTerms,
+    SoftAttention,
+    caption_log_likelihood,
+    path_log_probability,
+)
 
 PAD, START, END = 0, 1, 2
 L = 3  # locations

@@ -27,7 +27,7 @@ from captioning.metrics import (
     score_captions,
     tokenize_like_ptb,
 )
-from captioning.wordnet import ensure_wordnet, install_wordnet
+from core.wordnet import ensure_wordnet, install_wordnet
 
 HAVE_JAVA = shutil.which("java") is not None
 needs_java = pytest.mark.skipif(not HAVE_JAVA, reason="coco-caption's tokenizer and METEOR need Java")

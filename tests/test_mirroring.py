@@ -7,16 +7,15 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from test_vqa_cli import DAQUAR_FILES, make_vqa_layout
 
-from captioning.encoder import EfficientNetLite
-from captioning.mirroring import MirrorView, mirror_image, mirror_words
+from core.encoder import EfficientNetLite
 from data.captions import Box
 from data.vocabulary import tokenize
 from data.vqa import VqaSample
 from data.vqa2 import Daquar
-from test_vqa_cli import DAQUAR_FILES, make_vqa_layout
-from vqa.batches import Questions
-from vqa.datamodule import VqaDataModule
+from vqa.datamodule import Questions, VqaDataModule
+from vqa.mirroring import MirrorView, mirror_image, mirror_words
 from vqa.module import VqaModule
 
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-
-from captioning import overlays
-from captioning.overlays import colorize, overlay, save_gif, save_png, upsample, word_grid
 from test_cli import run_module
+
+from core import overlays
+from core.overlays import colorize, overlay, save_gif, save_png, upsample, word_grid
 
 GRID = 7
 SPECIALS = ["<pad>", "<start>", "<end>", "<unk>"]
@@ -206,7 +206,7 @@ def test_overlay_writer_in_predict(tmp_path, caption_checkpoint, photos):
     out, captions = tmp_path / "overlays", tmp_path / "captions.json"
     result = run_module(
         "captioning", "predict", f"--ckpt_path={tmp_path / 'tiny.ckpt'}", f"--data.predict_path={photos}",
-        "--trainer.callbacks+=captioning.overlay_writer.OverlayWriter", f"--trainer.callbacks.init_args.output_dir={out}",
+        "--trainer.callbacks+=captioning.export.OverlayWriter", f"--trainer.callbacks.init_args.output_dir={out}",
         f"--writer.output={captions}", "--trainer.logger=false", f"--trainer.default_root_dir={tmp_path / 'run'}",
         cwd=tmp_path,
     )

@@ -6,24 +6,27 @@ from __future__ import annotations
 
 import csv
 import shutil
-from pathlib import Path
 
 import pytest
 import torch
-import yaml
 import torch.nn.functional as F
+import yaml
 from pycocoevalcap.cider.cider import Cider
 from pycocoevalcap.meteor.meteor import Meteor
-
-from captioning.checkpoints import CheckpointError
-from captioning.cider_reward import CiderD
-from captioning.decoder import ShowAttendTell
-from captioning.encoder import EfficientNetLite
-from captioning.meteor_reward import MeteorReward
-from captioning.module import CaptioningModule
-from captioning.reading import Expectation
-from captioning.self_critical import SampledCaptions, SelfCritical, leave_one_out_advantages, sample_captions
 from test_cli import CONFIGS, REPO, SMALL_SHAPES, run_cli
+
+from captioning.decoder import Expectation, ShowAttendTell
+from captioning.module import CaptioningModule
+from captioning.self_critical import (
+    CiderD,
+    MeteorReward,
+    SampledCaptions,
+    SelfCritical,
+    leave_one_out_advantages,
+    sample_captions,
+)
+from core.checkpoints import CheckpointError
+from core.encoder import EfficientNetLite
 
 REFERENCES = {
     "0": ["a dog runs on the grass", "a brown dog is running", "the dog runs across a field"],
@@ -110,7 +113,7 @@ def test_meteor_reward_equals_coco_captions_meteor_caption_by_caption():
 
 
 def test_meteor_reward_without_java_says_what_to_do(monkeypatch):
-    monkeypatch.setattr("captioning.meteor_reward.shutil.which", lambda name: None)
+    monkeypatch.setattr("captioning.self_critical.shutil.which", lambda name: None)
     with pytest.raises(RuntimeError, match="needs Java.*meteor_weight 0"):
         MeteorReward([["a dog"]])
 

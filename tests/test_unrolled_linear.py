@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from captioning.unrolled_linear import UnrolledLinear
+from core.fast_path import UnrolledLinear
 
 STEPS, BATCH, SIZE = 5, 3, 4
 

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-
 from test_cli import REPO, run_module
 
 CONFIGS = REPO / "configs" / "vqa"
@@ -96,9 +95,9 @@ def fit_daquar(tmp_path: Path, *overrides: str) -> Path:
 
 def test_daquar_config_trains_on_mirror_images_and_reports_wups(tmp_path):
     """The config trains on the photos and their mirror images, whose trunk outputs get their own cache."""
-    from captioning.encoder import EfficientNetLite
-    from captioning.mirroring import mirror_image
+    from core.encoder import EfficientNetLite
     from data.vqa2 import Daquar
+    from vqa.mirroring import mirror_image
 
     run_dir = fit_daquar(tmp_path)
     metrics = metrics_of(run_dir)
@@ -133,7 +132,7 @@ def test_daquar_settings_are_chosen_on_held_out_training_photos(tmp_path):
 
 def test_fine_tuned_top_block_trains_on_the_cached_trunk(tmp_path):
     """With `trainable_blocks`, the cache holds the input of the top block; training moves that block only."""
-    from captioning.encoder import EfficientNetLite
+    from core.encoder import EfficientNetLite
 
     run_dir = fit_daquar(tmp_path, "--model.encoder.init_args.trainable_blocks=1")
     records = [json.loads(path.read_text()) for path in (tmp_path / "cache").glob("*.json")]
@@ -250,7 +249,7 @@ def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
 def test_cli_tests_a_compact_checkpoint_as_it_tests_the_full_one(tmp_path):
     """`test --ckpt_path` takes a bundled (compact) checkpoint, whose encoder weights come from their package, and
     scores it as it scores the same model's full checkpoint."""
-    from captioning.checkpoints import read_checkpoint
+    from core.checkpoints import read_checkpoint
     from vqa.bundled import SHAPES_SAN
     from vqa.module import VqaModule
 

@@ -16,7 +16,16 @@ from PIL import Image
 from data.errors import DatasetFormatError
 from data.images import ImageLoadError
 from data.shapes import ShapesWorld
-from data.shapes_scene import COLOURS, HELDOUT_COMBINATIONS, RELATIONS, SHAPES, SIZES, Scene, ShapeObject, relation
+from data.shapes_scene import (
+    COLOURS,
+    HELDOUT_COMBINATIONS,
+    RELATIONS,
+    SHAPES,
+    SIZES,
+    Scene,
+    ShapeObject,
+    relation,
+)
 from data.shapes_vqa import ANSWERS, FAMILIES, FAMILY_WEIGHTS, ShapesWorldVqa
 from data.vqa import VqaDataset, VqaSample
 from data.vqa2 import Daquar, Vqa2, Vqa2Questions, Vqa2Split

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from captioning.wordnet import ensure_wordnet
+from core.wordnet import ensure_wordnet
 from vqa.metrics import (
     DaquarReport,
     QuestionRecord,

@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from lightning.pytorch.cli import LightningArgumentParser
 
-from captioning.allocator import keep_freed_memory
-from captioning.checkpoints import CheckpointError
-from captioning.cli import CheckpointSafeCLI, show_progress_messages
+from core.allocator import keep_freed_memory
+from core.checkpoints import CheckpointError
+from core.cli import CheckpointSafeCLI, show_progress_messages
+from core.results import ResultsWriter
 from vqa.datamodule import VqaDataModule
 from vqa.module import VqaModule
-from vqa.prediction_writer import AnswerResultsWriter
+
+
+class AnswerResultsWriter(ResultsWriter):
+    """Writes `predict` results in the official VQA results format, [{"question_id", "answer"}], as one JSON file.
+
+    Args:
+        output: the results JSON file.
+    """
+
+    noun = "answers"
+
+    def __init__(self, *, output: Path = Path("answers.json")) -> None:
+        super().__init__(output=output)
+
+    def result(self, item: dict[str, Any]) -> dict[str, Any]:
+        return {"question_id": item["question_id"], "answer": item["answer"]}
 
 
 class VqaCLI(CheckpointSafeCLI):

@@ -8,22 +8,23 @@ image.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
 import lightning as L
+import torch
 from PIL import Image
-from torch.utils.data import DataLoader
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset
 
-from captioning.batches import CachedInputs, ImageInputs, pad_batch
-from captioning.features import FeatureCache
-from captioning.mirroring import SIDE_WORDS, MirrorView, mirror_image, mirror_words
-from captioning.resume import ResumableLoader, shuffle_seed
+from core.batches import CachedInputs, ImageInputs, pad_batch
+from core.features import FeatureCache
+from core.resume import ResumableLoader, shuffle_seed
 from data.vocabulary import Vocabulary, tokenize
 from data.vqa import VqaDataset, VqaSample
 from vqa.answers import AnswerVocabulary
-from vqa.batches import Questions
+from vqa.mirroring import SIDE_WORDS, MirrorView, mirror_image, mirror_words
 from vqa.questions import question_ids
 
 
@@ -43,7 +44,7 @@ class VqaDataModule(L.LightningDataModule):
             False runs the whole encoder on the images at every step.
         mirror_images: train on each question or, at random (probability 1/2, drawn anew at every epoch), on its
             mirror image: the photo flipped left to right, "left" and "right" swapped in the question
-            (`captioning.mirroring`). With a feature cache the mirror images get a cache of their own, built once.
+            (`vqa.mirroring`). With a feature cache the mirror images get a cache of their own, built once.
         val_split: the split used for validation.
         test_split: the split used by `test`.
         predict_split: the split whose questions `predict` answers.
@@ -160,7 +161,7 @@ class VqaDataModule(L.LightningDataModule):
         )
         if not shuffle:
             return DataLoader(dataset, **options)
-        # shuffled training batches, resumable mid-epoch from a checkpoint (see `captioning.resume`)
+        # shuffled training batches, resumable mid-epoch from a checkpoint (see `core.resume`)
         trainer = self.trainer
         return ResumableLoader(
             dataset,
@@ -185,3 +186,65 @@ class VqaDataModule(L.LightningDataModule):
     def predict_dataloader(self) -> DataLoader:
         split = self._split_dataset(self.split_names["predict"], with_targets=False)
         return self._loader(split, batch_size=self.eval_batch_size, shuffle=False)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Torch datasets that turn VQA questions into model inputs: the image's grid (or image), the question's word
+# ids, its target over the answer classes and its ground-truth regions where known.
+#
+# Images come through captioning's `CachedInputs` / `ImageInputs`, indexed by image, so an image asked about
+# many times is stored and encoded once.
+#
+
+
+MAX_REGIONS = 4  # ground-truth boxes kept per question (ShapesWorld scenes have at most 4 objects)
+
+
+class Questions(Dataset):
+    """The questions of a split.
+
+    Args:
+        inputs: image index -> (L, D) grid or (3, S, S) image.
+        samples: the questions.
+        image_index: for each question, the index of its image in `inputs`.
+        words: for each question, its word ids (already truncated, at least one id).
+        target: question -> (A,) target over the answer classes; None when not training or evaluating.
+        mirror: when given, each item is the question or, with probability 1/2 (drawn from torch's generator),
+            its mirror image: the mirrored photo, the sides swapped in the question, its regions flipped. The
+            answer is the same either way.
+    """
+
+    def __init__(
+        self,
+        inputs: Callable[[int], Tensor],
+        samples: Sequence[VqaSample],
+        image_index: Sequence[int],
+        words: Sequence[Sequence[int]],
+        target: Callable[[VqaSample], Tensor] | None,
+        mirror: MirrorView | None = None,
+    ) -> None:
+        self.inputs, self.samples, self.image_index, self.words, self.target = inputs, samples, image_index, words, target
+        self.mirror = mirror
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> dict:
+        sample = self.samples[index]
+        mirrored = self.mirror is not None and bool(torch.rand(()) < 0.5)
+        inputs, words = (self.mirror.inputs, self.mirror.words) if mirrored else (self.inputs, self.words)
+        regions = torch.zeros(MAX_REGIONS, 4)
+        for r, box in enumerate(sample.regions[:MAX_REGIONS]):
+            box = box.mirrored() if mirrored else box
+            regions[r] = torch.tensor([box.x0, box.y0, box.x1, box.y1])
+        item = {
+            "inputs": inputs(self.image_index[index]),
+            "question": torch.tensor(words[index]),
+            "length": len(words[index]),
+            "index": index,
+            "regions": regions,  # (R, 4) normalised boxes
+            "region_count": min(len(sample.regions), MAX_REGIONS),
+        }
+        if self.target is not None:
+            item["targets"] = self.target(sample)  # (A,)
+        return item

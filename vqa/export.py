@@ -5,7 +5,7 @@ DIR receives `hop_1.png`, `hop_2.png`, ... (one overlay per hop), `grid.png` (th
 answer, then the hops titled "hop k") and `answer.json` {"image", "question", "answers": [[answer, prob], ...],
 "grid_size": [h, w], "image_size": [width, height], "weights": one row of grid_size**2 raw weights per hop}.
 An empty question, or one made only of unknown words, exits with the reason and writes nothing.
-The pictures are drawn by `captioning.overlays`, the same as the caption overlays.
+The pictures are drawn by `core.overlays`, the same as the caption overlays.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Sequence
 import torch
 from PIL import Image
 
-from captioning.allocator import keep_freed_memory
-from captioning.overlays import heat_maps, overlay, save_png, word_grid
-from captioning.prediction_writer import write_json_atomically
+from core.allocator import keep_freed_memory
+from core.overlays import heat_maps, overlay, save_png, word_grid
+from core.results import write_json_atomically
 from data.images import load_image
 from vqa.module import VqaModule
 from vqa.questions import QuestionError

@@ -14,13 +14,13 @@ import lightning as L
 import torch
 from torch import Tensor
 
-from captioning.attention import AdditiveScore, Score
-from captioning.attention_correctness import mass_in_boxes
-from captioning.checkpoints import load_module, supply_packaged_encoder
-from captioning.encoder import EfficientNetLite, Encoder
-from captioning.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
-from captioning.hparams import plain_hyperparameters
-from captioning.optimization import FusedAdamClipping, adam_with_epoch_decay
+from core.attention import AdditiveScore, Score
+from core.attention_correctness import mass_in_boxes
+from core.checkpoints import load_module, supply_packaged_encoder
+from core.encoder import EfficientNetLite, Encoder
+from core.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
+from core.hparams import plain_hyperparameters
+from core.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 from data.vqa import VqaSample
 from vqa.answers import AnswerTargets, AnswerVocabulary, SoftScores

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from captioning.attention import AdditiveScore, Attention, Score
+from core.attention import AdditiveScore, Attention, Score
 
 
 @dataclass

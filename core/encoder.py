@@ -392,7 +392,7 @@ class TorchvisionEncoder(Encoder):
             raise RuntimeError(
                 f"could not obtain the {self.weights_name} weights for {architecture} ({err}); torchvision "
                 f"downloads them on first use, which needs internet access. Offline, use "
-                f"captioning.encoder.EfficientNetLite, whose weights ship inside a Python package, or put the "
+                f"core.encoder.EfficientNetLite, whose weights ship inside a Python package, or put the "
                 f"weights file in torch.hub.get_dir()/checkpoints"
             ) from err
 

@@ -4,7 +4,7 @@ checkpoint of another kind of model; written atomically, so a crash mid-save nev
 checkpoint under the real name.
 
 Shared by every LightningModule of the project (captioning and VQA), whose hyper-parameters are plain data
-(see `captioning.hparams`), so a model is rebuilt from its checkpoint alone.
+(see `core.hparams`), so a model is rebuilt from its checkpoint alone.
 
 Two kinds of checkpoint load: Lightning's own (every weight, loaded strictly), and the compact ones that
 `python -m captioning.bundle` writes for shipping: float16 weights and, when the encoder is frozen, no
@@ -19,13 +19,26 @@ import pickle
 import re
 import uuid
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Callable, Optional, Protocol, TypeVar
 
 import lightning as L
 import torch
+from fsspec.implementations.local import LocalFileSystem
+from lightning.fabric.utilities.cloud_io import get_filesystem
+from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.cli import instantiate_module
+from lightning.pytorch.plugins.io import CheckpointIO, TorchCheckpointIO
+
+from core.hparams import current_class_paths
 
 M = TypeVar("M", bound=L.LightningModule)
+
+
+class Loadable(Protocol):
+    """A LightningModule class of the project: it rebuilds a model from one of its checkpoints."""
+
+    @classmethod
+    def load(cls, path: str | Path) -> L.LightningModule: ...
 
 # The top-level key of a compact checkpoint that says where its encoder's weights come from, and its value
 # when they are left out because the encoder's package supplies them.
@@ -64,6 +77,8 @@ def read_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu
         ) from None
     if not isinstance(checkpoint, dict):
         raise CheckpointError(f"{path} is not a Lightning checkpoint (it holds a {type(checkpoint).__name__})")
+    if isinstance(checkpoint.get("hyper_parameters"), dict):
+        checkpoint["hyper_parameters"] = current_class_paths(checkpoint["hyper_parameters"])
     return checkpoint
 
 
@@ -94,8 +109,12 @@ def check_kind(checkpoint: dict[str, Any], path: str | Path, *, required: tuple[
     (its vocabularies): a VQA checkpoint given to captioning, a captioning one given to VQA, bare weights."""
     hparams = checkpoint.get("hyper_parameters") or {}
     if any(not hparams.get(name) for name in required) or "state_dict" not in checkpoint:
-        other = _kind_of(hparams)
-        reason = f"it is a {other} one" if other not in (None, kind) else f"no {' or '.join(required)} or no weights"
+        other = kind_of(hparams)
+        reason = (
+            f"it is a {other} one: give it to `python -m {other.lower()}`"
+            if other not in (None, kind)
+            else f"no {' or '.join(required)} or no weights"
+        )
         raise CheckpointError(f"{path} is not a {kind} checkpoint ({reason})")
 
 
@@ -185,7 +204,7 @@ def _names(names: list[str], shown: int = 5) -> str:
     return ", ".join(names[:shown]) + (f" and {rest} more" if rest > 0 else "")
 
 
-def _kind_of(hparams: dict[str, Any]) -> str | None:
+def kind_of(hparams: dict[str, Any]) -> str | None:
     """Which of the project's models hyper-parameters describe, from their vocabularies."""
     if hparams.get("question_vocabulary") and hparams.get("answers"):
         return "VQA"
@@ -223,3 +242,66 @@ def _sync_folder(folder: Path) -> None:
         pass
     finally:
         os.close(descriptor)
+
+
+# ----------------------------------------------------------------------------------------------------
+# How the Trainer reads and writes checkpoint files in this project: as data, atomically, never with NaN weights.
+#
+# Lightning's own `TorchCheckpointIO` leaves `torch.load`'s `weights_only` to torch's default (which an
+# environment variable can turn off) and writes through an fsspec transaction whose temporary file lives in the
+# system's temp folder, then is moved without fsync. `SafeCheckpointIO` replaces both for local files:
+#
+# * `load_checkpoint` is `core.checkpoints.read_checkpoint`: `weights_only=True` always, so resuming
+#   (`fit --ckpt_path`) or testing a checkpoint someone sent you can never run code pickled into it;
+# * `save_checkpoint` is `core.checkpoints.write_checkpoint` (temporary file in the same folder, fsync,
+#   `os.replace`), and refuses weights that are not finite: a run whose weights turned NaN stops with a
+#   FloatingPointError instead of overwriting `last.ckpt`, so the last good checkpoint survives.
+#
+# The project's CLIs install it by default (`with_safe_checkpoint_io`); a config that names its own CheckpointIO
+# plugin keeps it. Remote paths (s3://, ...) go through Lightning's implementation, still read as data.
+#
+
+
+
+class SafeCheckpointIO(TorchCheckpointIO):
+    """TorchCheckpointIO that reads checkpoints as plain data and writes them atomically (module docstring)."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: _PATH, storage_options: Optional[Any] = None) -> None:
+        check_finite_weights(checkpoint, path)
+        if storage_options is not None or not _is_local(path):
+            super().save_checkpoint(checkpoint, path, storage_options)
+            return
+        write_checkpoint(checkpoint, path)
+
+    def load_checkpoint(
+        self,
+        path: _PATH,
+        map_location: Optional[Callable] = lambda storage, location: storage,
+        weights_only: Optional[bool] = None,
+    ) -> dict[str, Any]:
+        if not _is_local(path):
+            return super().load_checkpoint(path, map_location=map_location, weights_only=True)
+        return read_checkpoint(path, map_location=map_location)
+
+
+def check_finite_weights(checkpoint: dict[str, Any], path: _PATH) -> None:
+    """Raise FloatingPointError naming the first weight of `checkpoint["state_dict"]` holding NaN or infinity."""
+    for name, tensor in (checkpoint.get("state_dict") or {}).items():
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise FloatingPointError(
+                f"weight {name} holds NaN or infinite values; {path} was not written, so the previous checkpoint "
+                "there is kept (lower the learning rate or clip gradients and resume from it)"
+            )
+
+
+def with_safe_checkpoint_io(plugins: Any) -> list[Any]:
+    """The Trainer's `plugins` argument (None, one plugin or a list) plus a SafeCheckpointIO, unless it already
+    names a CheckpointIO plugin of its own."""
+    chosen = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
+    if any(isinstance(plugin, CheckpointIO) for plugin in chosen):
+        return chosen
+    return [*chosen, SafeCheckpointIO()]
+
+
+def _is_local(path: _PATH) -> bool:
+    return isinstance(get_filesystem(path), LocalFileSystem)

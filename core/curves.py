@@ -1,4 +1,4 @@
-"""`python -m captioning.curves OUT.png LABEL=metrics.csv ...`: training curves from Lightning's CSV logs.
+"""`python -m core.curves OUT.png LABEL=metrics.csv ...`: training curves from Lightning's CSV logs.
 
 Both CLIs log through `lightning.pytorch.loggers.CSVLogger`, which writes one `metrics.csv` per run: a row per
 logged training step and a row per validation epoch, each row holding only the columns logged at that moment.
@@ -131,7 +131,7 @@ def parse_run(text: str) -> tuple[str, list[Path]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m captioning.curves",
+        prog="python -m core.curves",
         description="Plot per-epoch training curves of one or more runs from their CSVLogger metrics.csv files.",
     )
     parser.add_argument("out", type=Path, help="the PNG to write")

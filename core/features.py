@@ -39,7 +39,7 @@ from PIL import Image
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from captioning.encoder import Encoder
+from core.encoder import Encoder
 
 logger = logging.getLogger(__name__)
 

@@ -11,6 +11,16 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+# Modules whose classes moved when the shared core was split out of `captioning`: checkpoints trained before
+# record the old import paths in their hyper-parameters (`captioning.encoder.EfficientNetLite`), and still load.
+MOVED_MODULES = {
+    "captioning.attention": "core.attention",
+    "captioning.encoder": "core.encoder",
+    "captioning.reading": "captioning.decoder",
+    "captioning.hard_attention": "captioning.objectives",
+    "captioning.losses": "captioning.objectives",
+}
+
 
 def import_path(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
@@ -44,3 +54,17 @@ def plain_hyperparameters(hparams: dict[str, Any], **objects: Any) -> dict[str, 
         elif value is not None:
             plain[key] = class_config(value)
     return plain
+
+
+def current_class_paths(value: Any) -> Any:
+    """`value` (hyper-parameters: nested dicts, lists and strings) with every class path of a moved module
+    (`MOVED_MODULES`) replaced by its current one."""
+    if isinstance(value, dict):
+        return {key: current_class_paths(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [current_class_paths(item) for item in value]
+    if isinstance(value, str) and "." in value:
+        module, _, name = value.rpartition(".")
+        if module in MOVED_MODULES:
+            return f"{MOVED_MODULES[module]}.{name}"
+    return value

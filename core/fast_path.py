@@ -19,8 +19,6 @@ from torch import Tensor
 from torch.autograd import Function
 from torch.autograd.function import FunctionCtx
 
-from captioning.precision import compute_dtype
-
 
 class UnrolledLinear:
     """`x_t -> x_t @ weight^T` for the steps of one unroll; make a new one per unroll (it holds that unroll's
@@ -75,3 +73,18 @@ class _Step(Function):
         if ctx.needs_input_grad[1]:
             ctx.steps.append((inputs, grad))
         return (grad @ weight if ctx.needs_input_grad[0] else None), None, None
+
+
+# ----------------------------------------------------------------------------------------------------
+# The dtype that matrix products run in under CPU autocast, so that tensors used at every step are cast once.
+
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a matrix product of a `dtype` tensor runs in here: the autocast dtype inside CPU autocast (as
+    Lightning's `precision="bf16-mixed"` sets), else `dtype` itself. Autocast casts a parameter once per region
+    but any other tensor at every use, which for an image grid read at every word was a third of a 14x14 training
+    step."""
+    if torch.is_autocast_enabled("cpu") and dtype.is_floating_point:
+        return torch.get_autocast_dtype("cpu")
+    return dtype

@@ -3,7 +3,7 @@
 A score function compares a query s (the decoder state, or a VQA question vector) with every annotation
 vector h_i of an image. Everything that depends only on the image (the key side) is computed once per image
 by `project_keys`; `forward` then costs only the query side at every word. Which score function a model uses
-is chosen in YAML by class (`score: captioning.attention.DotScore`), never by a string switch.
+is chosen in YAML by class (`score: core.attention.DotScore`), never by a string switch.
 
 All score classes share one keyword-only constructor so that a model can build whichever class it is given:
 `query_dim` (size of s), `key_dim` (size of h), `attention_dim` (hidden size where the score has one) and

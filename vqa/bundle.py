@@ -1,0 +1,10 @@
+"""`python -m vqa.bundle IN.ckpt OUT.ckpt`: a compact copy of a trained VQA checkpoint, small enough to
+ship (float16 weights, without a frozen encoder's). See `core.bundle`."""
+
+import sys
+
+from core.bundle import main
+from vqa.module import VqaModule
+
+if __name__ == "__main__":
+    sys.exit(main(model_class=VqaModule, prog="python -m vqa.bundle"))
