@@ -30,7 +30,7 @@ from data.shapes_vqa import ANSWERS, FAMILIES, FAMILY_WEIGHTS, ShapesWorldVqa
 from data.vqa import VqaDataset, VqaSample
 from data.vqa2 import Daquar, Vqa2, Vqa2Questions, Vqa2Split
 
-DAQUAR = Path(__file__).resolve().parents[2] / "shared" / "data" / "daquar"
+DAQUAR = Path(__file__).resolve().parents[3] / "shared" / "data" / "daquar"
 PATTERN = "img/{split}_{{image_id:04d}}.png"
 
 # -- VQA v2 layout ---------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "configs" / "captioning"
 
 

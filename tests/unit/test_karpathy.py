@@ -13,7 +13,7 @@ from data.images import ImageLoadError
 from data.karpathy import KarpathyCaptions
 from data.vocabulary import tokenize
 
-FLICKR8K = Path(__file__).resolve().parents[2] / "shared/data/flickr8k"
+FLICKR8K = Path(__file__).resolve().parents[3] / "shared/data/flickr8k"
 
 
 def sentence(raw: str) -> dict:

@@ -16,7 +16,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 from core.checkpoints import PARTIAL_SUFFIX, SafeCheckpointIO, read_checkpoint
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def checkpoint(value: float, size: int = 1000, step: int = 1) -> dict:
