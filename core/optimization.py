@@ -35,7 +35,7 @@ class FusedAdamClipping:
     with it.
 
     torch's fused Adam makes the whole update in one pass over each parameter, about 4 times faster than its
-    default on the CPU, where the default's update was a tenth of a training step (`benchmarks/README.md`).
+    default on the CPU, where the default's update was a tenth of a training step (`docs/performance.md`).
     Lightning's mixed-precision plugin refuses to clip the gradients of a fused optimiser because, with float16's
     loss scaler, they are still scaled when clipping happens. Without a scaler (float32 and bfloat16, the
     project's settings) they are the true gradients, so the module clips them itself; with a scaler it does not

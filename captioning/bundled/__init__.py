@@ -2,7 +2,7 @@
 
 * Flickr8k (`FLICKR8K_SOFT`, `FLICKR8K_HARD`): Show-Attend-Tell trained on the 6000 Flickr8k training photos
   and their 30000 captions, selected on the validation split; they describe everyday photos ("a dog runs
-  through the grass"). The README's model card gives their data, scores and limitations.
+  through the grass"). The model card (`docs/model-card.md`) gives their data, scores and limitations.
 * ShapesWorld (`SHAPES_SOFT`, `SHAPES_HARD`): trained on the built-in synthetic scenes (1-4 coloured circles,
   squares, triangles and crosses on a plain background). They describe such scenes ("a small red square below
   a small green square"); on a real photo they still answer with ShapesWorld words only, so they show how

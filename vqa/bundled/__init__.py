@@ -2,12 +2,12 @@
 
 * DAQUAR (`DAQUAR_SAN`): trained on DAQUAR's 6795 training questions about NYU-Depth-V2 indoor photos
   ("what is on the desk?", "how many chairs are there?"); it answers with DAQUAR's objects, colours and counts.
-  The README's model card gives its data, scores and limitations.
+  The model card (`docs/model-card.md`) gives its data, scores and limitations.
 * ShapesWorld (`SHAPES_SAN`): trained on ShapesWorld-VQA, questions about the built-in synthetic scenes ("what
   colour is the circle?", "how many objects are there?", "what shape is the large object?"). It knows only
   ShapesWorld's question words and 18 answers (yes/no, counts 0-4, shapes, colours, sizes).
 
-Compact checkpoints made by `python -m captioning.bundle`; load them with `VqaModule.load`.
+Compact checkpoints made by `python -m vqa.bundle`; load them with `VqaModule.load`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 _HERE = Path(__file__).resolve().parent
 
 DAQUAR_SAN: Path = _HERE / "daquar_san.ckpt"
-"""SAN with 2 attention hops, `configs/vqa/daquar_san.yaml`, its weights averaged over epochs 5-15 (README, Results)."""
+"""SAN with 2 attention hops, `configs/vqa/daquar_san.yaml`, its weights averaged over epochs 5-15
+(`docs/results.md`)."""
 
 SHAPES_SAN: Path = _HERE / "shapes_san.ckpt"
 """SAN with 2 attention hops, `configs/vqa/shapes_san.yaml`."""
