@@ -1,7 +1,7 @@
 """Beam search throughput: images per second captioned with `captioning.search.beam_search`, 20 steps each.
 
-    python benchmarks/beam_search.py [--grids 7 14] [--beams 3 5] [--images 100] [--repeats 5]
-                                     [--precision 32-true|bf16-mixed]
+    python benchmarks/beam_search.py [--grids 7 14] [--beams 3 5] [--path fast readable] [--images 100]
+                                     [--repeats 5] [--precision 32-true|bf16-mixed]
     taskset -c 0,1 python benchmarks/beam_search.py        # the goal's setting: 2 cores
 
 The goal, on 2 cores, at beam 5: at least 147 images/s with a 7x7 grid and 63 images/s with a 14x14 grid
@@ -16,6 +16,10 @@ early only when every beam has emitted `<end>`). The script checks that every ca
 `--length` words. The grids are uniform random in [0, 6), the range of EfficientNet-Lite's ReLU6 features.
 Float32 by default; `--precision bf16-mixed` runs the search under bfloat16 autocast, as Lightning's
 `Trainer(precision="bf16-mixed")` (the Flickr8k configs' setting) runs `test` and `predict` on the CPU.
+`--path` picks the decoder's paths to measure: `fast` (`fast_path=True`, the default model) and `readable`
+(`fast_path=False`, the plain code of the model files); both by default, each path's figures printed under its
+name, on the same grids. The goals are for the fast path; the readable one's figures show what
+`core.fast_path` buys.
 
 Each figure is the median over `--repeats` timed searches, after `--warmup` untimed ones; `cpu_share` is the
 CPU seconds / (wall seconds x threads) over those searches (see `harness.Clock`): well under 1 means something
@@ -32,6 +36,7 @@ import torch
 from harness import (
     FEATURE_DIM,
     PAPER_SIZES,
+    PATHS,
     VOCABULARY,
     Clock,
     all_met,
@@ -45,16 +50,15 @@ from harness import (
 
 from captioning.decoder import ShowAttendTell
 from captioning.search import beam_search
-from core.allocator import keep_freed_memory
 from data.vocabulary import Vocabulary
 
 GOALS = {(5, 7): 147.0, (5, 14): 63.0}  # images/s on 2 cores, by (beam size, grid side)
 NEVER = -1e9  # the <end> logit's bias, so that no beam ends before max_length
 
 
-def make_decoder(grid: int, vocabulary: Vocabulary, seed: int = 0) -> ShowAttendTell:
+def make_decoder(grid: int, vocabulary: Vocabulary, seed: int = 0, *, fast_path: bool = True) -> ShowAttendTell:
     """An untrained decoder as `CaptioningModule.set_vocabulary` builds it, in eval mode, that never says <end>."""
-    decoder = paper_sized_decoder(grid, vocabulary, seed).eval()
+    decoder = paper_sized_decoder(grid, vocabulary, seed, fast_path=fast_path).eval()
     with torch.no_grad():
         decoder.out.bias[vocabulary.end_id] = NEVER
     return decoder
@@ -64,6 +68,9 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python benchmarks/beam_search.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--grids", type=int, nargs="+", default=[7, 14], help="grid sides (default 7 14)")
     parser.add_argument("--beams", type=int, nargs="+", default=[3, 5], help="beam sizes (default 3 5)")
+    parser.add_argument(
+        "--path", nargs="+", default=list(PATHS), choices=tuple(PATHS), help="decoder paths (default fast readable)"
+    )
     parser.add_argument("--images", type=int, default=100, help="images searched together (default 100)")
     parser.add_argument("--length", type=int, default=20, help="words per caption: search steps (default 20)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed searches first (default 1)")
@@ -78,40 +85,50 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def measure(grid: int, path: str, vocabulary: Vocabulary, args: argparse.Namespace) -> dict[int, dict]:
+    """Every beam size on one grid size with one decoder path: figures by beam size."""
+    decoder = make_decoder(grid, vocabulary, fast_path=PATHS[path])
+    torch.manual_seed(grid)  # the same grids for every path
+    inputs = (torch.rand(args.images, grid * grid, FEATURE_DIM) * 6).half()  # (N, L, D) as the cache stores it
+    lengths: set[int] = set()
+
+    def search(beam_size: int) -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16-mixed"):
+            generated = beam_search(
+                decoder,
+                inputs.float(),  # Encoder.annotations on cached grids
+                start_id=vocabulary.start_id,
+                end_id=vocabulary.end_id,
+                max_length=args.length,
+                beam_size=beam_size,
+            )
+        lengths.update(len(tokens) for tokens in generated.tokens)
+
+    figures = {}
+    for beam_size in args.beams:
+        clock = Clock()
+        measured = rates(
+            lambda: search(beam_size), items=args.images, warmup=args.warmup, repeats=args.repeats, clock=clock
+        )
+        figures[beam_size] = {"images_per_s": summary(measured), "cpu_share": clock.cpu_share()}
+    if lengths != {args.length}:
+        raise SystemExit(f"error: captions of {sorted(lengths)} words came back, expected {args.length} words each")
+    return figures
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_arguments(argv)
     match_threads_to_cpus()
-    keep_freed_memory()  # as the entry points do
     vocabulary = made_up_vocabulary(VOCABULARY)
-    results, met = {}, {}
+    results: dict[str, dict] = {path: {} for path in args.path}
+    met: dict[str, dict] = {path: {} for path in args.path}
     for grid in args.grids:
-        decoder = make_decoder(grid, vocabulary)
-        inputs = (torch.rand(args.images, grid * grid, FEATURE_DIM) * 6).half()  # (N, L, D) as the cache stores it
-        lengths: set[int] = set()
-
-        def search(beam_size: int) -> None:
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16-mixed"):
-                generated = beam_search(
-                    decoder,
-                    inputs.float(),  # Encoder.annotations on cached grids
-                    start_id=vocabulary.start_id,
-                    end_id=vocabulary.end_id,
-                    max_length=args.length,
-                    beam_size=beam_size,
-                )
-            lengths.update(len(tokens) for tokens in generated.tokens)
-
-        for beam_size in args.beams:
-            name = f"beam{beam_size}_{grid}x{grid}"
-            clock = Clock()
-            measured = rates(
-                lambda: search(beam_size), items=args.images, warmup=args.warmup, repeats=args.repeats, clock=clock
-            )
-            results[name] = {"images_per_s": summary(measured), "cpu_share": clock.cpu_share()}
-            goal = GOALS.get((beam_size, grid))
-            met[name] = None if goal is None else results[name]["images_per_s"]["median"] >= goal
-        if lengths != {args.length}:
-            raise SystemExit(f"error: captions of {sorted(lengths)} words came back, expected {args.length} words each")
+        for path in args.path:
+            for beam_size, setting in measure(grid, path, vocabulary, args).items():
+                name = f"beam{beam_size}_{grid}x{grid}"
+                results[path][name] = setting
+                goal = GOALS.get((beam_size, grid))
+                met[path][name] = None if goal is None else setting["images_per_s"]["median"] >= goal
     figures = {
         "benchmark": "beam_search",
         "unit": "images/s (median)",
@@ -123,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "results": results,
         "goal": {f"beam{beam}_{grid}x{grid}": value for (beam, grid), value in GOALS.items()} | {"cores": 2},
         "goal_met": met,
-        "all_goals_met": all_met(met),
+        "all_goals_met": {path: all_met(by_name) for path, by_name in met.items()},
         "cpu": cpu_info(),
     }
     print(json.dumps(figures))

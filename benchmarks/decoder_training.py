@@ -1,7 +1,7 @@
 """Decoder training throughput: captions per second for one full optimiser step, and its peak memory.
 
-    python benchmarks/decoder_training.py [--grids 7 14] [--attention soft hard] [--steps 5] [--repeats 5]
-                                          [--precision 32-true|bf16-mixed]
+    python benchmarks/decoder_training.py [--grids 7 14] [--attention soft hard] [--path fast readable]
+                                          [--steps 5] [--repeats 5] [--precision 32-true|bf16-mixed]
     taskset -c 0,1 python benchmarks/decoder_training.py        # the goal's setting: 2 cores
 
 The goal, on 2 cores: at least 160 captions/s with a 7x7 grid and 90 captions/s with a 14x14 grid (batch 32,
@@ -16,7 +16,10 @@ term), the finiteness check, the baseline update (`observe`), backward, and the 
 (dropout on). Hard attention is measured with `expectation_probability=0`, so every step samples its
 locations and pays for the REINFORCE term (the paper's 0.5 would make half the steps soft ones). Float32
 by default (`--precision 32-true`); `--precision bf16-mixed` runs forward and loss under bfloat16 autocast, as
-Lightning's `Trainer(precision="bf16-mixed")` (the Flickr8k configs' setting) does on the CPU.
+Lightning's `Trainer(precision="bf16-mixed")` (the Flickr8k configs' setting) does on the CPU. `--path` picks
+the decoder's paths to measure: `fast` (`fast_path=True`, the default model) and `readable` (`fast_path=False`,
+the plain code of the model files); both by default, each path's figures printed under its name. The goals are
+for the fast path; the readable one's figures show what `core.fast_path` buys.
 
 The captions are random words of the vocabulary, none padding: `<start>` + 19 words + `<end>`, 20 decoder
 steps with 20 real targets each. The grids are uniform random in [0, 6), the range of EfficientNet-Lite's
@@ -44,6 +47,7 @@ import torch
 from harness import (
     FEATURE_DIM,
     PAPER_SIZES,
+    PATHS,
     VOCABULARY,
     Clock,
     all_met,
@@ -60,7 +64,6 @@ from harness import (
 from torch import Tensor, nn
 
 from captioning.objectives import AttentionObjective, HardAttention, SoftAttention
-from core.allocator import keep_freed_memory
 from core.optimization import adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 
@@ -90,20 +93,21 @@ class TrainingStep:
         words: decoder steps per caption (the caption is `<start>`, words - 1 words, `<end>`).
         vocabulary: words in the vocabulary, the four specials included.
         seed: seeds the model, the batch and the sampled locations.
+        fast_path: the decoder's `fast_path` flag.
         precision: "32-true", or "bf16-mixed": forward and loss under `torch.autocast("cpu", torch.bfloat16)`,
             as Lightning's `Trainer(precision="bf16-mixed")` runs a training step on the CPU.
     """
 
     def __init__(
         self, *, grid: int, attention: str, batch_size: int = 32, words: int = 20, vocabulary: int = VOCABULARY,
-        seed: int = 0, precision: str = "32-true",
+        seed: int = 0, precision: str = "32-true", fast_path: bool = True,
     ) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         self.autocast = precision == "bf16-mixed"
         self.vocabulary = made_up_vocabulary(vocabulary)
         v = self.vocabulary
-        self.decoder = paper_sized_decoder(grid, v, seed).train()
+        self.decoder = paper_sized_decoder(grid, v, seed, fast_path=fast_path).train()
         self.attention = make_attention(attention).train()
         frozen_encoder = nn.Module()  # cached grids: the encoder is frozen and has no trainable parameter
         self.optimizer = adam_with_epoch_decay(
@@ -137,10 +141,11 @@ class TrainingStep:
         self.optimizer.zero_grad()
 
 
-def measure(grid: int, attention: str, args: argparse.Namespace) -> dict:
+def measure(grid: int, attention: str, path: str, args: argparse.Namespace) -> dict:
     """One setting, in this process: throughput summary and memory."""
     step = TrainingStep(
-        grid=grid, attention=attention, batch_size=args.batch_size, words=args.words, precision=args.precision
+        grid=grid, attention=attention, batch_size=args.batch_size, words=args.words, precision=args.precision,
+        fast_path=PATHS[path],
     )
     setup_rss = current_rss_mib()
     for _ in range(args.warmup):
@@ -165,6 +170,9 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python benchmarks/decoder_training.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--grids", type=int, nargs="+", default=[7, 14], help="grid sides (default 7 14)")
     parser.add_argument("--attention", nargs="+", default=["soft", "hard"], choices=("soft", "hard"))
+    parser.add_argument(
+        "--path", nargs="+", default=list(PATHS), choices=tuple(PATHS), help="decoder paths (default fast readable)"
+    )
     parser.add_argument("--batch-size", type=int, default=32, help="captions per step (default 32)")
     parser.add_argument("--words", type=int, default=20, help="decoder steps per caption (default 20)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
@@ -174,36 +182,38 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         "--precision", default="32-true", choices=PRECISIONS,
         help="32-true (default) or bf16-mixed (autocast to bfloat16, as Lightning's option)",
     )
-    parser.add_argument("--one", nargs=2, metavar=("ATTENTION", "GRID"), help=argparse.SUPPRESS)  # a child's setting
+    parser.add_argument("--one", nargs=3, metavar=("ATTENTION", "GRID", "PATH"), help=argparse.SUPPRESS)  # a child's
     args = parser.parse_args(argv)
     if min(args.steps, args.repeats, args.batch_size, args.words - 1) < 1 or args.warmup < 0:
         parser.error("--steps, --repeats and --batch-size must be at least 1, --words at least 2, --warmup at least 0")
     return args
 
 
-def child_arguments(args: argparse.Namespace, attention: str, grid: int) -> list[str]:
+def child_arguments(args: argparse.Namespace, attention: str, grid: int, path: str) -> list[str]:
     return [
         "--batch-size", str(args.batch_size), "--words", str(args.words), "--warmup", str(args.warmup),
         "--steps", str(args.steps), "--repeats", str(args.repeats), "--precision", args.precision,
-        "--one", attention, str(grid),
+        "--one", attention, str(grid), path,
     ]  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_arguments(argv)
     match_threads_to_cpus()
-    keep_freed_memory()  # as the entry points do
     if args.one is not None:
-        attention, grid = args.one
-        print(json.dumps(measure(int(grid), attention, args)))
+        attention, grid, path = args.one
+        print(json.dumps(measure(int(grid), attention, path, args)))
         return
-    results, met = {}, {}
+    results: dict[str, dict] = {path: {} for path in args.path}
+    met: dict[str, dict] = {path: {} for path in args.path}
     for grid in args.grids:
         for attention in args.attention:
             name = f"{attention}_{grid}x{grid}"
-            results[name] = run_child(Path(__file__), child_arguments(args, attention, grid), CHILD_TIMEOUT_S)
-            goal = GOALS.get(grid)
-            met[name] = None if goal is None else results[name]["captions_per_s"]["median"] >= goal
+            for path in args.path:
+                arguments = child_arguments(args, attention, grid, path)
+                results[path][name] = run_child(Path(__file__), arguments, CHILD_TIMEOUT_S)
+                goal = GOALS.get(grid)
+                met[path][name] = None if goal is None else results[path][name]["captions_per_s"]["median"] >= goal
     figures = {
         "benchmark": "decoder_training",
         "unit": "captions/s (median)",
@@ -216,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "results": results,
         "goal": {f"{grid}x{grid}": GOALS[grid] for grid in args.grids if grid in GOALS} | {"cores": 2},
         "goal_met": met,
-        "all_goals_met": all_met(met),
+        "all_goals_met": {path: all_met(by_name) for path, by_name in met.items()},
         "cpu": cpu_info(),
     }
     print(json.dumps(figures))

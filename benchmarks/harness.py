@@ -32,6 +32,8 @@ SIZE = 512  # embedding, decoder and attention size
 VOCABULARY = 2600
 PAPER_SIZES = {"embed": SIZE, "decoder": SIZE, "attention": SIZE, "feature": FEATURE_DIM, "vocabulary": VOCABULARY}
 """The sizes above as the benchmarks print them."""
+PATHS = {"fast": True, "readable": False}
+"""The decoder's two paths by name, as `--path` takes them: its `fast_path` flag."""
 
 
 def match_threads_to_cpus() -> None:
@@ -131,9 +133,9 @@ def current_rss_mib() -> float:
     return float("nan")
 
 
-def paper_sized_decoder(grid: int, vocabulary: Vocabulary, seed: int = 0) -> ShowAttendTell:
+def paper_sized_decoder(grid: int, vocabulary: Vocabulary, seed: int = 0, *, fast_path: bool = True) -> ShowAttendTell:
     """An untrained decoder of the paper's sizes over a grid x grid grid, as `CaptioningModule.set_vocabulary`
-    builds it with the module's defaults (seeded)."""
+    builds it with the module's defaults (seeded); `fast_path` False for the readable path."""
     torch.manual_seed(seed)
     return ShowAttendTell(
         vocab_size=len(vocabulary),
@@ -145,6 +147,7 @@ def paper_sized_decoder(grid: int, vocabulary: Vocabulary, seed: int = 0) -> Sho
         dropout=0.5,
         score=AdditiveScore,
         state_from_image=True,
+        fast_path=fast_path,
     )
 
 

@@ -8,7 +8,10 @@ One step, from the previous word y_{t-1} and state (h_{t-1}, c_{t-1}):
 with h_0, c_0 = tanh MLPs of the mean annotation vector. The per-image half of f_att is computed once
 per image (`start`), so a step costs only its query side.
 
-Soft and hard attention differ only in how the context is read from alpha (`captioning.decoder`): the
+This file is the readable path. With `fast_path` (the default) the additive score, the teacher-forced unroll
+and the image grid's dtype take the CPU speed-ups of `core.fast_path`, which compute the same values.
+
+Soft and hard attention differ only in how the context is read from alpha (a `Read`, below): the
 expectation above, or hard attention's single location a_s with s ~ Multinoulli(alpha). Every call that
 unrolls the decoder takes the `Read` to use; everything else is shared.
 """
@@ -23,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from core.attention import AdditiveScore, Attention, Score
-from core.fast_path import UnrolledLinear, compute_dtype
+from core.fast_path import fast_score, teacher_forced_unroll, to_compute_dtype
 
 # ----------------------------------------------------------------------------------------------------
 # How the decoder reads the image once it has attention weights alpha over the L locations.
@@ -191,6 +194,8 @@ class ShowAttendTell(nn.Module):
             annotation vector (as CoordConv does for convolutions; not in the paper). The context then tells the
             LSTM where it looked, so the next look can aim relative to that ("to the left of" the object just
             described): deep features alone look alike wherever an object is.
+        fast_path: run the CPU speed-ups of `core.fast_path` (the same values, faster); False runs the plain
+            code of this file and `core.attention`. The parameters are the same either way.
     """
 
     def __init__(
@@ -206,14 +211,18 @@ class ShowAttendTell(nn.Module):
         score: type[Score] = AdditiveScore,
         state_from_image: bool = True,
         coordinates: bool = False,
+        fast_path: bool = True,
     ) -> None:
         super().__init__()
         self.vocab_size = vocab_size
+        self.fast_path = fast_path
         self.state_from_image = state_from_image
         self.coordinates = coordinates
         if coordinates:
             self.register_buffer("positions", grid_positions(num_locations), persistent=False)  # (L, 2)
             feature_dim += 2
+        if fast_path:
+            score = fast_score(score)
         self.attention = Attention(
             score=score(
                 query_dim=decoder_dim, key_dim=feature_dim, attention_dim=attention_dim, num_locations=num_locations
@@ -239,14 +248,14 @@ class ShowAttendTell(nn.Module):
         if not self.state_from_image:
             mean = torch.zeros_like(mean)  # the MLPs' biases alone: a learned image-independent start
         state = LSTMState(torch.tanh(self.init_h(mean)), torch.tanh(self.init_c(mean)))
-        # read at every word: cast once here rather than by autocast at every step (and in the key projection)
-        features = features.to(compute_dtype(features.dtype))
+        if self.fast_path:  # read at every word: cast once here rather than by autocast at every step
+            features = to_compute_dtype(features)
         return ImageMemory(features, self.attention.prepare(features)), state
 
-    def _attend(self, state: LSTMState, memory: ImageMemory, read: Read) -> tuple[Tensor, Reading, Tensor]:
-        """Attend with h_{t-1} and read the gated context: -> (alpha (B, L), reading, z (B, D))."""
-        alpha = self.attention.weights(state.h, memory.projected)  # (B, L)
-        beta = torch.sigmoid(self.f_beta(state.h))  # (B, 1)
+    def _attend(self, h: Tensor, memory: ImageMemory, read: Read) -> tuple[Tensor, Reading, Tensor]:
+        """Attend with h_{t-1} (B, H) and read the gated context: -> (alpha (B, L), reading, z (B, D))."""
+        alpha = self.attention.weights(h, memory.projected)  # (B, L)
+        beta = torch.sigmoid(self.f_beta(h))  # (B, 1)
         reading = read(alpha, memory.features)
         return alpha, reading, beta * reading.context
 
@@ -257,42 +266,34 @@ class ShowAttendTell(nn.Module):
     def step(self, words: Tensor, state: LSTMState, memory: ImageMemory, read: Read = EXPECTATION) -> StepOutput:
         """One word: previous words (B,) -> next-word logits (B, V), the weights read with (B, L), new state."""
         embedded = self.embedding(words)  # (B, E)
-        _, reading, z = self._attend(state, memory, read)
+        _, reading, z = self._attend(state.h, memory, read)
         h, c = self.lstm(torch.cat([embedded, z], dim=-1), (state.h, state.c))
         return StepOutput(self._output(embedded, h, z), reading.used, LSTMState(h, c))
 
     def forward(self, features: Tensor, inputs: Tensor, read: Read = EXPECTATION) -> TeacherForced:
         """Teacher forcing: features (B, L, D), input words (B, T) starting with <start> -> logits (B, T, V).
 
-        Only the recurrence runs word by word. The embeddings, their share of the LSTM gates and the output
-        layer run once over all steps, and the recurrent products' weight gradients are made once for all
-        steps (`UnrolledLinear`); the values are those of `step` (the same LSTM cell, written out). A hard read
-        also returns the locations it read, for the REINFORCE term.
+        The steps of `step`, one per input word, also keeping alpha at every step and, for a hard read, the
+        locations it read (for the REINFORCE term). With `fast_path` the recurrence runs as
+        `core.fast_path.teacher_forced_unroll` and the output layer once over all steps.
         """
         memory, state = self.start(features)
-        embedded = self.embedding(inputs)  # (B, T, E)
-        from_words, from_context = self.lstm.weight_ih.split([embedded.shape[-1], memory.features.shape[-1]], dim=1)
-        # W_ih [E y_{t-1}; z_t] + b_ih + W_hh h_{t-1} + b_hh with its word part and both biases for every step at once
-        gates_from_words = F.linear(embedded, from_words, self.lstm.bias_ih + self.lstm.bias_hh)  # (B, T, 4H)
-        gates_from_context, gates_from_state = UnrolledLinear(from_context), UnrolledLinear(self.lstm.weight_hh)
-        weights, hidden, context, locations = [], [], [], []
-        for from_word in gates_from_words.unbind(1):  # (B, 4H) per step; one backward node for all of them
-            alpha, reading, z = self._attend(state, memory, read)
-            gates = from_word + gates_from_context(z) + gates_from_state(state.h)  # (B, 4H)
-            state = lstm_cell(gates, state.c)
+        embedded = self.embedding(inputs)  # (B, T, E) E y_{t-1} of every step
+        if self.fast_path:
+
+            def attend(h: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+                alpha, reading, z = self._attend(h, memory, read)
+                return alpha, z, reading.locations
+
+            weights, hidden, context, locations = teacher_forced_unroll(self.lstm, embedded, state.h, state.c, attend)
+            return TeacherForced(self._output(embedded, hidden, context), weights, locations)
+        logits, weights, locations = [], [], []
+        for y in embedded.unbind(1):  # (B, E)
+            alpha, reading, z = self._attend(state.h, memory, read)  # attend with h_{t-1}
+            h, c = self.lstm(torch.cat([y, z], dim=-1), (state.h, state.c))  # (B, H) each
+            state = LSTMState(h, c)
+            logits.append(self._output(y, h, z))  # (B, V)
             weights.append(alpha)
-            hidden.append(state.h)
-            context.append(z)
             locations.append(reading.locations)
-        read_locations = torch.stack(locations, 1) if locations and locations[0] is not None else None  # (B, T)
-        hidden_steps, context_steps = torch.stack(hidden, 1), torch.stack(context, 1)  # (B, T, H), (B, T, D)
-        logits = self._output(embedded, hidden_steps, context_steps)  # (B, T, V)
-        return TeacherForced(logits, torch.stack(weights, 1), read_locations)
-
-
-def lstm_cell(gates: Tensor, c: Tensor) -> LSTMState:
-    """`nn.LSTMCell`'s update from its summed gate pre-activations (B, 4H), in its order (input, forget, cell,
-    output), and the previous cell state (B, H)."""
-    i, f, g, o = gates.chunk(4, dim=-1)
-    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-    return LSTMState(torch.sigmoid(o) * torch.tanh(c), c)
+        read_locations = torch.stack(locations, 1) if locations[0] is not None else None  # (B, T)
+        return TeacherForced(torch.stack(logits, 1), torch.stack(weights, 1), read_locations)

@@ -60,48 +60,25 @@ class _KeysInQuerySpace(Score):
 
 
 class AdditiveScore(Score):
-    """Bahdanau's score, the one Show-Attend-Tell uses: e_i = v^T tanh(W_s s + W_h h_i + b).
+    """Bahdanau's score, the one Show-Attend-Tell uses: e_i = v^T tanh(W_h h_i + b + W_s s).
 
-    W [s; h] split into its query and key halves, so W_h h_i is computed once per image.
-
-    The (B, L, A) intermediate is the costly part of a step (its elementwise work grows with L): the squashing
-    runs in place on it, and when no gradient is recorded (search) it is made `BLOCK_ELEMENTS` at a time, a few
-    images in turn, so that it stays in cache instead of being a fresh allocation of hundreds of MB
-    (page faults included) at every word of a wide beam. Blocks change only the float rounding of v^T (the
-    product's summation order); training keeps one block, whose backward is much cheaper than many.
+    W [s; h] split into its key and query halves, so W_h h_i + b is computed once per image (`project_keys`).
+    `core.fast_path.FastAdditiveScore` computes the same function faster on the CPU, with the same parameters.
     """
-
-    BLOCK_ELEMENTS = 1 << 21  # 8 MiB of float32: within the L3 cache; larger blocks mean fewer op calls
 
     def __init__(self, *, query_dim: int, key_dim: int, attention_dim: int, num_locations: int) -> None:
         super().__init__(query_dim=query_dim, key_dim=key_dim, attention_dim=attention_dim, num_locations=num_locations)
-        self.key_proj = nn.Linear(key_dim, attention_dim)
-        self.query_proj = nn.Linear(query_dim, attention_dim, bias=False)
-        self.v = nn.Linear(attention_dim, 1, bias=False)
+        self.key_proj = nn.Linear(key_dim, attention_dim)  # W_h, b
+        self.query_proj = nn.Linear(query_dim, attention_dim, bias=False)  # W_s
+        self.v = nn.Linear(attention_dim, 1, bias=False)  # v
 
     def project_keys(self, keys: Tensor) -> Tensor:
-        return self.key_proj(keys).mul(2.0)  # (B, L, A) 2 (W_h h_i + b): the doubling `_scores` needs, done once
+        return self.key_proj(keys)  # (B, L, A) W_h h_i + b
 
     def forward(self, query: Tensor, projected_keys: Tensor) -> Tensor:
-        queries = per_image(self.query_proj(query).mul(2.0), projected_keys).unsqueeze(2)  # (B, K, 1, A) 2 W_s s
-        keys = projected_keys.unsqueeze(1)  # (B, 1, L, A)
-        rows = max(1, self.BLOCK_ELEMENTS // max(1, queries.shape[1] * keys.shape[2] * keys.shape[3]))
-        recording = torch.is_grad_enabled() and (queries.requires_grad or keys.requires_grad)
-        if recording or rows >= len(keys):
-            return self._scores(queries, keys).view(len(query), -1)
-        blocks = [self._scores(queries[i : i + rows], keys[i : i + rows]) for i in range(0, len(keys), rows)]
-        return torch.cat(blocks).view(len(query), -1)  # (N, L)
-
-    def _scores(self, query: Tensor, projected_keys: Tensor) -> Tensor:
-        """v^T tanh(q + k_i) for projected queries (b, K, 1, A) and keys (b, 1, L, A), both doubled -> (b, K, L).
-
-        Made as 2 v^T sigmoid(2 (q + k_i)) - sum(v), the same function (tanh u = 2 sigmoid(2u) - 1) at a fraction
-        of the cost: torch's CPU tanh costs about 6 times its sigmoid, and was the dearest op of a 14x14 step. Both
-        sides come doubled, the keys once per image and the queries at their (N, A) size, so that nothing scales
-        the (b, K, L, A) sum or, in training, its gradient.
-        """
-        hidden = torch.sigmoid_(projected_keys + query)  # (b, K, L, A) 2 (k_i + q), squashed in place
-        return self.v(hidden).squeeze(-1).mul(2.0) - self.v.weight.sum()
+        queries = per_image(self.query_proj(query), projected_keys).unsqueeze(2)  # (B, K, 1, A) W_s s
+        hidden = torch.tanh(projected_keys.unsqueeze(1) + queries)  # (B, K, L, A)
+        return self.v(hidden).view(len(query), -1)  # (N, L) v^T tanh(.)
 
 
 class DotScore(_KeysInQuerySpace):

@@ -1,5 +1,5 @@
-"""The VQA LightningModule: captioning's image encoder, a question model (LSTM or CNN) and a Stacked Attention
-Network.
+"""The VQA LightningModule: the shared image encoder (`core.encoder`), a question model (LSTM or CNN) and a
+Stacked Attention Network.
 
 Everything needed to rebuild the model — the encoder's config, the question vocabulary, the answer classes,
 the sizes — is in its hyper-parameters, so a checkpoint alone is enough for `test`, `predict` and the demo.
@@ -53,10 +53,12 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         attention_dim: hidden size of each attention hop.
         hops: K, the number of attention layers (2 in the paper; 1 for the ablation).
         dropout: dropout before the answer classifier.
-        score: the attention score class of every hop (captioning's additive score, as in the paper).
+        score: the attention score class of every hop (the additive score Show-Attend-Tell uses too, as in the paper).
         classifier_hidden: a ReLU hidden layer of this size before the answer layer (0, the paper's, for none).
         feature_dropout: dropout on the image's region vectors before the attention hops (0, the paper's, for
-            none); it curbs learning a small set of training photos by heart (DAQUAR, README Results).
+            none); it curbs learning a small set of training photos by heart (DAQUAR, `docs/results.md`).
+        fast_path: run the attention score's CPU speed-up (`core.fast_path`; the same values, faster); false runs
+            the plain score of `core.attention`. Checkpoints load either way.
         targets: what the classifier is trained towards: `SoftScores` (default) or `MajorityAnswer`.
         learning_rate: Adam learning rate.
         encoder_learning_rate: Adam learning rate of the encoder's trainable blocks (when fine-tuning).
@@ -79,6 +81,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         score: type[Score] = AdditiveScore,
         classifier_hidden: int = 0,
         feature_dropout: float = 0.0,
+        fast_path: bool = True,
         targets: type[AnswerTargets] = SoftScores,
         learning_rate: float = 1e-3,
         encoder_learning_rate: float = 1e-4,
@@ -136,6 +139,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
             score=self.score,
             classifier_hidden=h.classifier_hidden,
             feature_dropout=h.feature_dropout,
+            fast_path=h.fast_path,
         )
 
     def target_of(self, sample: VqaSample, *, answers: AnswerVocabulary) -> Tensor:

@@ -1,4 +1,5 @@
-"""Each score function against a hand computation; weights sum to 1; masked places get 0."""
+"""Each score function against a hand computation; weights sum to 1; masked places get 0. The additive score's
+fast version (`core.fast_path.FastAdditiveScore`) is held to the same hand computations."""
 
 import math
 
@@ -15,6 +16,7 @@ from core.attention import (
     ScaledDotScore,
     Score,
 )
+from core.fast_path import FastAdditiveScore
 
 S = torch.tensor([[1.0, 2.0]])  # (B=1, Q=2)
 H = torch.tensor([[[3.0, 0.0], [1.0, 1.0], [0.0, -2.0]]])  # (B=1, L=3, D=2)
@@ -50,8 +52,9 @@ def test_general_score_by_hand():
     assert scores(score) == pytest.approx([3.0, 1.0, 0.0])
 
 
-def test_additive_score_by_hand():
-    score = build(AdditiveScore)
+@pytest.mark.parametrize("cls", [AdditiveScore, FastAdditiveScore])
+def test_additive_score_by_hand(cls):
+    score = build(cls)
     with torch.no_grad():
         score.key_proj.weight.copy_(torch.eye(2))
         score.key_proj.bias.copy_(torch.tensor([0.5, 0.0]))
@@ -83,7 +86,10 @@ def test_direct_scores_map_keys_into_query_space_when_sizes_differ(cls):
     assert score(torch.randn(4, 2), score.project_keys(torch.randn(4, 3, 5))).shape == (4, 3)
 
 
-@pytest.mark.parametrize("cls", [AdditiveScore, DotScore, ScaledDotScore, CosineScore, GeneralScore, LocationScore])
+ALL_SCORES = [AdditiveScore, FastAdditiveScore, DotScore, ScaledDotScore, CosineScore, GeneralScore, LocationScore]
+
+
+@pytest.mark.parametrize("cls", ALL_SCORES)
 def test_weights_sum_to_one_and_masked_places_get_zero(cls):
     torch.manual_seed(0)
     attention = Attention(score=cls(query_dim=4, key_dim=6, attention_dim=5, num_locations=7))
@@ -106,7 +112,7 @@ def test_softmax_of_hand_scores():
     assert torch.allclose(weights[0], e / e.sum())
 
 
-@pytest.mark.parametrize("cls", [AdditiveScore, DotScore, ScaledDotScore, CosineScore, GeneralScore, LocationScore])
+@pytest.mark.parametrize("cls", ALL_SCORES)
 def test_beams_of_an_image_meet_its_one_copy_of_the_keys(cls, monkeypatch):
     """K queries per image against (B, L, .) keys score as each query against its own copy of its image's keys
     (what beam search did with copied grids), blocked or not."""
@@ -117,5 +123,5 @@ def test_beams_of_an_image_meet_its_one_copy_of_the_keys(cls, monkeypatch):
     copied = score(queries, score.project_keys(keys.repeat_interleave(4, 0)))  # (8, 3)
     with torch.no_grad():
         assert torch.allclose(score(queries, projected), copied, atol=1e-6)
-        monkeypatch.setattr(AdditiveScore, "BLOCK_ELEMENTS", 1)  # one image per block
+        monkeypatch.setattr(FastAdditiveScore, "BLOCK_ELEMENTS", 1)  # one image per block
         assert torch.allclose(score(queries, projected), copied, atol=1e-6)

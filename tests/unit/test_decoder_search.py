@@ -22,8 +22,9 @@ def make_decoder(vocab=12, seed=0, **kwargs) -> ShowAttendTell:
     return decoder.eval()
 
 
-def test_teacher_forcing_equals_stepping_by_hand():
-    decoder = make_decoder()
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_teacher_forcing_equals_stepping_by_hand(fast_path):
+    decoder = make_decoder(fast_path=fast_path)
     features = torch.randn(3, 5, 6)
     inputs = torch.tensor([[START, 4, 5, 6], [START, 7, 3, PAD], [START, 9, PAD, PAD]])
     out = decoder(features, inputs)
@@ -44,10 +45,11 @@ def test_teacher_forcing_equals_stepping_by_hand():
         assert torch.allclose(out.logits[:, t], logits, atol=1e-5)
 
 
-def test_teacher_forcing_gradients_equal_those_of_stepping():
-    """The unroll's written-out LSTM cell and one-product weight gradients (`UnrolledLinear`) against `step`, which
-    runs torch's own `nn.LSTMCell`: the same gradient for every parameter."""
-    decoder = make_decoder(dropout=0.0).train()
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_teacher_forcing_gradients_equal_those_of_stepping(fast_path):
+    """The unroll (on the fast path: its written-out LSTM cell and one-product weight gradients, `UnrolledLinear`)
+    against `step`, which runs torch's own `nn.LSTMCell`: the same gradient for every parameter."""
+    decoder = make_decoder(dropout=0.0, fast_path=fast_path).train()
     features = torch.randn(3, 5, 6)
     inputs = torch.tensor([[START, 4, 5, 6], [START, 7, 3, 5], [START, 9, 8, 4]])
     targets = torch.randn(3, 4, 12)

@@ -19,10 +19,11 @@ PAD, START, END = 0, 1, 2
 L = 3  # locations
 
 
-def tiny_decoder(seed: int = 0) -> ShowAttendTell:
+def tiny_decoder(seed: int = 0, fast_path: bool = True) -> ShowAttendTell:
     torch.manual_seed(seed)
     return ShowAttendTell(
-        vocab_size=5, feature_dim=4, num_locations=L, embed_dim=4, decoder_dim=6, attention_dim=5, dropout=0.0
+        vocab_size=5, feature_dim=4, num_locations=L, embed_dim=4, decoder_dim=6, attention_dim=5, dropout=0.0,
+        fast_path=fast_path,
     )
 
 
@@ -66,9 +67,10 @@ def test_replay_reads_one_column_per_call_and_refuses_more():
         replay(weights, features)
 
 
-def test_hard_decoder_step_reads_the_chosen_annotation_vector():
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_hard_decoder_step_reads_the_chosen_annotation_vector(fast_path):
     """The same unroll written out from the equations with z_t = beta_t a_{s_t}."""
-    decoder = tiny_decoder().eval()
+    decoder = tiny_decoder(fast_path=fast_path).eval()
     features = torch.randn(2, L, 4)
     inputs = torch.tensor([[START, 3, 4], [START, 4, 3]])
     paths = torch.tensor([[2, 0, 1], [1, 1, 0]])

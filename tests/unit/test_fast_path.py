@@ -1,0 +1,176 @@
+"""The fast path (`core.fast_path`) against the readable one: the same losses, gradients, captions and answers.
+
+Each pair of models is built once with `fast_path=False` (the plain code of the model files) and once with
+`fast_path=True`, with the same weights (`load_state_dict`: the two paths share their parameters). The
+`UnrolledLinear` products on their own are checked in `test_unrolled_linear.py`.
+"""
+
+import inspect
+
+import pytest
+import torch
+from torch import nn
+
+from captioning.decoder import EXPECTATION, ArgMax, Replay, Sample, ShowAttendTell
+from captioning.module import CaptioningModule
+from captioning.objectives import HardAttention, SoftAttention
+from captioning.search import beam_search, greedy_search
+from core.attention import AdditiveScore, DotScore, GeneralScore
+from core.fast_path import FastAdditiveScore, fast_score
+from vqa.module import VqaModule
+from vqa.san import StackedAttention
+
+PAD, START, END = 0, 1, 2
+VOCAB, LOCATIONS, FEATURES = 11, 4, 6
+
+
+def pair(build, **kwargs) -> tuple[nn.Module, nn.Module]:
+    """(readable, fast) built by `build(fast_path=..., **kwargs)`, the fast one with the readable one's weights."""
+    torch.manual_seed(0)
+    readable = build(fast_path=False, **kwargs)
+    fast = build(fast_path=True, **kwargs)
+    fast.load_state_dict(readable.state_dict())
+    return readable, fast
+
+
+def decoder(*, fast_path: bool, **kwargs) -> ShowAttendTell:
+    return ShowAttendTell(
+        vocab_size=VOCAB, feature_dim=FEATURES, num_locations=LOCATIONS, embed_dim=5, decoder_dim=7, attention_dim=8,
+        dropout=0.0, fast_path=fast_path, **kwargs,
+    )
+
+
+def batch(seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Grids (3, L, D) and captions (3, T + 1), <start> first, the last one padded."""
+    torch.manual_seed(seed)
+    features = torch.rand(3, LOCATIONS, FEATURES) * 6
+    captions = torch.tensor([[START, 4, 5, 6, 7, END], [START, 8, 3, 9, END, PAD], [START, 10, 4, END, PAD, PAD]])
+    return features, captions
+
+
+def loss_and_gradients(model: ShowAttendTell, objective, features, captions, read) -> tuple[torch.Tensor, dict]:
+    model.zero_grad()
+    out = model(features, captions[:, :-1], read)
+    total = objective.loss(out, captions[:, 1:], pad_id=PAD, label_smoothing=0.0).total
+    total.backward()
+    return total.detach(), {name: p.grad.clone() for name, p in model.named_parameters()}, out
+
+
+def assert_same_gradients(readable: dict, fast: dict) -> None:
+    assert readable.keys() == fast.keys()
+    for name, grad in readable.items():
+        assert torch.allclose(fast[name], grad, rtol=1e-4, atol=1e-5), name
+
+
+def test_the_paths_share_their_parameters_and_pick_the_fast_score():
+    readable, fast = pair(decoder)
+    assert readable.state_dict().keys() == fast.state_dict().keys()
+    assert type(readable.attention.score) is AdditiveScore and type(fast.attention.score) is FastAdditiveScore
+    assert fast_score(AdditiveScore) is FastAdditiveScore
+    assert fast_score(DotScore) is DotScore and fast_score(GeneralScore) is GeneralScore  # no fast version: itself
+    readable_general, fast_general = pair(decoder, score=GeneralScore)
+    assert type(readable_general.attention.score) is type(fast_general.attention.score) is GeneralScore
+
+
+def test_soft_attention_same_loss_and_gradients():
+    readable, fast = pair(decoder)
+    features, captions = batch()
+    objective = SoftAttention()
+    loss, gradients, out = loss_and_gradients(readable.train(), objective, features, captions, EXPECTATION)
+    fast_loss, fast_gradients, fast_out = loss_and_gradients(fast.train(), objective, features, captions, EXPECTATION)
+    assert torch.allclose(fast_out.logits, out.logits, atol=1e-5) and torch.allclose(fast_out.weights, out.weights)
+    assert torch.allclose(fast_loss, loss, atol=1e-6)
+    assert_same_gradients(gradients, fast_gradients)
+
+
+def test_soft_attention_same_loss_and_gradients_for_other_scores_and_coordinates():
+    features, captions = batch()
+    for kwargs in ({"score": DotScore}, {"coordinates": True}, {"state_from_image": False}):
+        readable, fast = pair(decoder, **kwargs)
+        loss, gradients, _ = loss_and_gradients(readable, SoftAttention(), features, captions, EXPECTATION)
+        fast_loss, fast_gradients, _ = loss_and_gradients(fast, SoftAttention(), features, captions, EXPECTATION)
+        assert torch.allclose(fast_loss, loss, atol=1e-6), kwargs
+        assert_same_gradients(gradients, fast_gradients)
+
+
+def test_hard_attention_same_locations_loss_and_gradients():
+    """A seeded sample reads the same locations on both paths; replaying them gives the same REINFORCE loss."""
+    readable, fast = pair(decoder)
+    features, captions = batch()
+    objective = HardAttention(reinforce_weight=0.1, entropy_weight=0.002)
+    objective.baseline.fill_(-1.5)
+    torch.manual_seed(7)
+    fast_loss, fast_gradients, fast_out = loss_and_gradients(fast.train(), objective, features, captions, Sample())
+    torch.manual_seed(7)
+    sampled = readable.train()(features, captions[:, :-1], Sample()).locations
+    assert torch.equal(sampled, fast_out.locations)
+    replay = Replay(fast_out.locations)
+    loss, gradients, out = loss_and_gradients(readable, objective, features, captions, replay)
+    assert torch.equal(out.locations, fast_out.locations)
+    assert torch.allclose(fast_out.weights, out.weights, atol=1e-6)
+    assert torch.allclose(fast_loss, loss, atol=1e-6)
+    assert_same_gradients(gradients, fast_gradients)
+
+
+@pytest.mark.parametrize("blocks", [False, True])
+def test_searches_find_the_same_captions(blocks, monkeypatch):
+    """Beam and greedy search through `start` / `step` on both paths, the fast score blocked or not."""
+    if blocks:
+        monkeypatch.setattr(FastAdditiveScore, "BLOCK_ELEMENTS", 1)  # one image per block
+    models = [model.eval() for model in pair(decoder)]
+    torch.manual_seed(3)
+    features = torch.rand(5, LOCATIONS, FEATURES) * 6
+    for beam_size in (1, 3):
+        readable, fast = (
+            beam_search(model, features, start_id=START, end_id=END, beam_size=beam_size, max_length=6)
+            for model in models
+        )
+        assert readable.tokens == fast.tokens
+        assert torch.allclose(readable.log_probs, fast.log_probs, atol=1e-5)
+        for weights, fast_weights in zip(readable.weights, fast.weights, strict=True):
+            assert torch.allclose(weights, fast_weights, atol=1e-6)
+    readable, fast = (
+        greedy_search(model, features, start_id=START, end_id=END, max_length=6, read=ArgMax()) for model in models
+    )
+    assert readable.tokens == fast.tokens
+
+
+def test_under_autocast_both_paths_run_in_bfloat16_and_agree_roughly():
+    readable, fast = pair(decoder)
+    features, captions = batch()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = [m(features, captions[:, :-1]).logits for m in (readable, fast)]
+    assert logits[0].dtype == logits[1].dtype == torch.bfloat16
+    assert torch.allclose(logits[0].float(), logits[1].float(), atol=0.1)
+
+
+def san(*, fast_path: bool) -> StackedAttention:
+    return StackedAttention(
+        feature_dim=FEATURES, question_dim=5, attention_dim=8, num_locations=LOCATIONS, num_answers=7, hops=2,
+        fast_path=fast_path,
+    )
+
+
+def test_san_same_answers_and_gradients():
+    readable, fast = pair(san)
+    assert type(readable.hops[0].score) is AdditiveScore and type(fast.hops[0].score) is FastAdditiveScore
+    torch.manual_seed(2)
+    features, questions, targets = torch.rand(4, LOCATIONS, FEATURES) * 6, torch.randn(4, 5), torch.randn(4, 7)
+    results = []
+    for model in (readable.eval(), fast.eval()):
+        model.zero_grad()
+        out = model(features, questions)
+        (out.logits * targets).sum().backward()
+        results.append((out, {name: p.grad.clone() for name, p in model.named_parameters()}))
+    (out, gradients), (fast_out, fast_gradients) = results
+    assert torch.allclose(fast_out.logits, out.logits, atol=1e-5)
+    assert torch.allclose(fast_out.weights, out.weights, atol=1e-6)
+    assert_same_gradients(gradients, fast_gradients)
+
+
+@pytest.mark.parametrize("module", [CaptioningModule, VqaModule])
+def test_the_lightning_modules_take_the_flag_on_by_default(module):
+    """`--model.fast_path false` on the command line; checkpoints saved before the flag existed load with it on."""
+    parameter = inspect.signature(module).parameters["fast_path"]
+    assert parameter.default is True and parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    assert parameter.annotation in (bool, "bool")
