@@ -44,7 +44,6 @@ from PIL import Image
 from captioning.bundled import CAPTION_CHECKPOINTS
 from captioning.export import CaptionOverlays, generate_caption
 from captioning.module import CaptioningModule
-from core.allocator import keep_freed_memory
 from data.images import ImageLoadError, load_image
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.bundled import VQA_CHECKPOINTS
@@ -365,7 +364,6 @@ def named_checkpoint(text: str) -> tuple[str, Path]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_arguments(argv)
-    keep_freed_memory()
     try:
         app = build_app(
             caption_checkpoints=args.caption_model,

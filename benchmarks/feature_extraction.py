@@ -44,7 +44,6 @@ import torch
 from harness import ROOT, Clock, cpu_info, match_threads_to_cpus, summary
 from torch.utils.data import DataLoader
 
-from core.allocator import keep_freed_memory
 from core.encoder import EfficientNetLite
 from core.features import FeatureCache, _ImagesToEncode
 from data.images import load_image
@@ -129,7 +128,6 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_arguments(argv)
     match_threads_to_cpus()
-    keep_freed_memory()  # as the entry points do
     files = image_files(args.images, args.limit)
     for path in files:
         path.read_bytes()  # into the OS page cache, so no figure pays for the disk

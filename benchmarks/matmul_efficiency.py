@@ -39,8 +39,6 @@ from decoder_training import PRECISIONS, TrainingStep
 from harness import Clock, cpu_info, match_threads_to_cpus, rates, summary
 from torch.utils.flop_counter import FlopCounterMode
 
-from core.allocator import keep_freed_memory
-
 GOAL = 0.5
 MM_SIZE = 2048
 
@@ -93,7 +91,6 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_arguments(argv)
     match_threads_to_cpus()
-    keep_freed_memory()  # as the entry points do
     mm_clock = Clock()
     before = matmul_rates(args.mm_repeats, mm_clock)
     settings = []

@@ -11,7 +11,6 @@ from lightning.pytorch.cli import LightningArgumentParser
 from captioning.datamodule import CaptionDataModule
 from captioning.decoder import Read
 from captioning.module import CaptioningModule
-from core.allocator import keep_freed_memory
 from core.checkpoints import CheckpointError
 from core.cli import CheckpointSafeCLI, show_progress_messages
 from core.results import ResultsWriter
@@ -22,6 +21,9 @@ class CaptioningCLI(CheckpointSafeCLI):
     `--writer.*`, and the decoding settings of validate/test/predict, which a checkpoint's own settings would
     otherwise win over: `--inference`, how a trained model reads the image, and `--beam_size` and
     `--length_penalty` of the beam search."""
+
+    checkpoint_kind = "captioning"
+    checkpoint_required = ("vocabulary",)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(CaptionResultsWriter, "writer")
@@ -85,7 +87,6 @@ def image_id_of(path: str) -> int | str:
 
 def main(args: list[str] | None = None) -> CaptioningCLI:
     show_progress_messages()
-    keep_freed_memory()
     try:
         return CaptioningCLI(
             CaptioningModule,

@@ -35,7 +35,6 @@ from torch import Tensor
 
 from captioning.datamodule import IMAGE_SUFFIXES
 from captioning.module import CaptioningModule
-from core.allocator import keep_freed_memory
 from core.overlays import (
     gif_frame,
     heat_maps,
@@ -256,7 +255,6 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_arguments(argv)
-    keep_freed_memory()
     try:
         model = CaptioningModule.load(args.checkpoint)
     except (FileNotFoundError, ValueError) as error:

@@ -6,7 +6,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from lightning.pytorch.cli import LightningCLI
+from jsonargparse import Namespace
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from core.checkpoints import (
     check_kind,
@@ -16,10 +17,17 @@ from core.checkpoints import (
 )
 from core.resume import RandomState
 
+#: The settings every task config shares (seed, logger, checkpoints, gradient clipping): each subcommand reads this
+#: file first, then its --config files and options, which override it. It sits beside the task configs, found from
+#: this package whatever the working directory.
+TRAINER_BASE = Path(__file__).resolve().parents[1] / "configs" / "trainer.yaml"
+
 
 class CheckpointSafeCLI(LightningCLI):
     """LightningCLI for the project's models, with its checkpoint rules in every subcommand:
 
+    * every subcommand starts from `TRAINER_BASE` (configs/trainer.yaml), whose logger writes to the run folder,
+      `trainer.default_root_dir`, unless its `save_dir` is given;
     * a `--ckpt_path` file is read as data and must be a checkpoint of `checkpoint_kind`, whose weights fit the
       model its hyper-parameters build; otherwise a CheckpointError names the file, before anything runs;
     * the Trainer reads and writes checkpoints with `SafeCheckpointIO` (as data, atomically, never NaN weights)
@@ -27,15 +35,23 @@ class CheckpointSafeCLI(LightningCLI):
     * the `RandomState` callback is always added, so a run resumed mid-epoch continues exactly.
     """
 
-    checkpoint_kind = "captioning"
-    checkpoint_required: tuple[str, ...] = ("vocabulary",)
+    checkpoint_kind: str  # "captioning", "VQA": set by each task's CLI
+    checkpoint_required: tuple[str, ...]  # the hyper-parameters every checkpoint of that kind has
 
-    def __init__(self, *args: Any, trainer_defaults: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        trainer_defaults: dict[str, Any] | None = None,
+        parser_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         defaults = dict(trainer_defaults or {})
         given = defaults.get("callbacks") or []
         defaults["callbacks"] = [*(given if isinstance(given, list) else [given]), RandomState()]
         self._checkpoint: tuple[str, dict[str, Any]] | None = None
-        super().__init__(*args, trainer_defaults=defaults, **kwargs)
+        kwargs.setdefault("parser_class", RunFolderParser)
+        parser_kwargs = with_trainer_base(parser_kwargs, self.subcommands())
+        super().__init__(*args, trainer_defaults=defaults, parser_kwargs=parser_kwargs, **kwargs)
 
     def _parse_ckpt_path(self) -> None:
         # LightningCLI's own version reads the file's hyper-parameters into the config; this one checks the file
@@ -68,11 +84,52 @@ class CheckpointSafeCLI(LightningCLI):
         return super().instantiate_trainer(**kwargs)
 
 
+def with_trainer_base(parser_kwargs: dict[str, Any] | None, subcommands: Any) -> dict[str, Any]:
+    """`parser_kwargs` with `TRAINER_BASE` as the default config file of each subcommand that names none."""
+    if not TRAINER_BASE.is_file():  # without it, runs would quietly lose their logger and checkpoint settings
+        raise FileNotFoundError(f"{TRAINER_BASE}: the trainer settings the task configs build on are missing")
+    kwargs = dict(parser_kwargs or {})
+    for subcommand in subcommands:
+        kwargs[subcommand] = {"default_config_files": [str(TRAINER_BASE)], **kwargs.get(subcommand, {})}
+    return kwargs
+
+
+class RunFolderParser(LightningArgumentParser):
+    """The CLI's parser: a logger's `save_dir` left null (configs/trainer.yaml's) becomes the run folder,
+    `trainer.default_root_dir`, once every config file and option is merged: before the config is checked (a
+    CSVLogger requires one) or printed (`--print_config` shows the folder). A config thus names its run folder once."""
+
+    def validate(self, cfg: Namespace, *args: Any, **kwargs: Any) -> None:
+        log_to_run_folder(cfg)
+        super().validate(cfg, *args, **kwargs)
+
+    def dump(self, cfg: Namespace, *args: Any, **kwargs: Any) -> str:
+        cfg = cfg.clone()
+        log_to_run_folder(cfg)
+        return super().dump(cfg, *args, **kwargs)
+
+
+def log_to_run_folder(config: Namespace) -> None:
+    """Each logger of `config` (a subcommand's, or the whole CLI's) with a null `save_dir` writes to
+    `trainer.default_root_dir` (the working directory when that is not set either)."""
+    subcommand = config.get("subcommand")
+    if isinstance(subcommand, str) and isinstance(config.get(subcommand), Namespace):
+        config = config[subcommand]
+    trainer = config.get("trainer")
+    if not isinstance(trainer, Namespace):
+        return
+    loggers = trainer.get("logger")
+    for logger in loggers if isinstance(loggers, list) else [loggers]:
+        init_args = logger.get("init_args") if isinstance(logger, Namespace) else None
+        if isinstance(init_args, Namespace) and "save_dir" in init_args and init_args.save_dir is None:
+            init_args.save_dir = trainer.get("default_root_dir") or "."
+
+
 def show_progress_messages() -> None:
     """Let the project's INFO messages (feature cache hits and builds) reach the console."""
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
-    for name in ("captioning", "data", "vqa"):
+    for name in ("captioning", "core", "data", "vqa"):
         logger = logging.getLogger(name)
         logger.setLevel(logging.INFO)
         if not logger.handlers:

@@ -8,7 +8,6 @@ run B (a fine-tuning started from A's checkpoint) as the continuation of run A. 
 few steps, is shown as its mean over each epoch; a validation metric as its value at the end of each epoch. The
 training curves in `docs/results.md` are made with it.
 
-Plotting needs matplotlib (`pip install matplotlib`, or the project's `plot` extra); reading the logs does not.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ from typing import Any
 
 from lightning.pytorch.cli import LightningArgumentParser
 
-from core.allocator import keep_freed_memory
 from core.checkpoints import CheckpointError
 from core.cli import CheckpointSafeCLI, show_progress_messages
 from core.results import ResultsWriter
@@ -44,7 +43,6 @@ class VqaCLI(CheckpointSafeCLI):
 
 def main(args: list[str] | None = None) -> VqaCLI:
     show_progress_messages()
-    keep_freed_memory()
     try:
         return VqaCLI(VqaModule, VqaDataModule, save_config_kwargs={"overwrite": True}, args=args)
     except CheckpointError as error:

@@ -18,7 +18,6 @@ from typing import Sequence
 import torch
 from PIL import Image
 
-from core.allocator import keep_freed_memory
 from core.overlays import heat_maps, overlay, save_png, word_grid
 from core.results import write_json_atomically
 from data.images import load_image
@@ -83,7 +82,6 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_arguments(argv)
-    keep_freed_memory()
     try:
         model = VqaModule.load(args.checkpoint)  # FileNotFoundError, or ValueError for another kind of file
         image = load_image(args.image)

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from test_cli import run_module
 
 from core import overlays
 from core.overlays import colorize, overlay, save_gif, save_png, upsample, word_grid
+from tests.helpers import run_module
 
 GRID = 7
 SPECIALS = ["<pad>", "<start>", "<end>", "<unk>"]
@@ -58,6 +58,13 @@ def test_upsample_refuses_weights_of_another_grid():
 # -- pictures ------------------------------------------------------------------------------------------------
 
 
+def inferno_bytes(values) -> np.ndarray:
+    """matplotlib's own inferno colours of `values` (floats in [0, 1]) as RGB bytes."""
+    import matplotlib
+
+    return matplotlib.colormaps["inferno"](np.asarray(values, dtype=np.float64), bytes=True)[..., :3]
+
+
 def test_overlay_blends_the_colour_map_over_the_photo():
     photo = Image.new("RGB", (64, 48), (10, 200, 30))
     heat = np.zeros((48, 64), dtype=np.float32)
@@ -65,20 +72,31 @@ def test_overlay_blends_the_colour_map_over_the_photo():
     assert overlay(photo, heat, alpha=0.0).tobytes() == photo.tobytes()
     full = np.asarray(overlay(photo, heat, alpha=1.0))
     assert full.shape == (48, 64, 3)
-    assert tuple(full[0, 0]) == (0, 0, 4) and tuple(full[0, -1]) == (252, 255, 164)  # inferno's ends
+    darkest, brightest = inferno_bytes([0.0, 1.0]).tolist()
+    assert full[0, 0].tolist() == darkest and full[0, -1].tolist() == brightest  # inferno's ends
+    assert sum(darkest) < 10 and min(brightest[:2]) > 240  # black and pale yellow
     half = np.asarray(overlay(photo, heat, alpha=0.5)).astype(int)
-    assert np.abs(half[0, 0] - (np.array([10, 200, 30]) + [0, 0, 4]) / 2).max() <= 1
+    assert np.abs(half[0, 0] - (np.array([10, 200, 30]) + darkest) / 2).max() <= 1
     with pytest.raises(ValueError, match="heat map"):
         overlay(photo, np.zeros((64, 48)))
     ramp = colorize(np.linspace(0, 1, 50)[None, :])[0].astype(int)
     assert (np.diff(ramp.sum(-1)) >= 0).all()  # brighter with more attention
 
 
-def test_colorize_is_within_one_level_of_the_interpolated_colour_map():
+def test_colorize_gives_matplotlibs_inferno_colours():
+    import matplotlib
+
     heat = np.random.default_rng(0).random((300, 300))
-    exact = np.rint(overlays._interpolated(heat)).astype(int)
-    assert np.abs(colorize(heat).astype(int) - exact).max() <= 1
-    assert colorize(np.array([[-0.5, 2.0]])).tolist() == [[[0, 0, 4], [252, 255, 164]]]  # clipped to the ends
+    colours = colorize(heat)
+    assert colours.shape == (300, 300, 3) and colours.dtype == np.uint8
+    assert np.array_equal(colours, inferno_bytes(heat))
+    # each of the map's 256 colours for the middle of its 1/256 bin, from the colour list itself
+    table = (np.asarray(matplotlib.colormaps["inferno"].colors) * 255).astype(np.uint8)
+    assert table.shape == (256, 3)
+    assert np.array_equal(colorize(((np.arange(256) + 0.5) / 256)[None, :])[0], table)
+    ends = inferno_bytes([[0.0, 1.0]]).tolist()
+    assert colorize(np.array([[-0.5, 2.0]])).tolist() == ends  # clipped to the ends
+    assert colorize(np.array([[0, 1]])).tolist() == ends  # integers are values too, not indices into the map
 
 
 @pytest.mark.parametrize("shape", [(37, 53, 3), (20, 31), (5, 7, 4), (1, 1, 3)])  # RGB, L, RGBA, one pixel
@@ -87,9 +105,19 @@ def test_png_files_hold_exactly_the_picture(tmp_path, shape):
     save_png(picture, tmp_path / "a.png")
     with Image.open(tmp_path / "a.png") as back:
         assert back.format == "PNG" and back.mode == picture.mode and back.tobytes() == picture.tobytes()
-    save_png(picture.convert("P"), tmp_path / "p.png")  # a mode the fast encoder leaves to PIL
+    save_png(picture.convert("P"), tmp_path / "p.png")  # a palette picture
     with Image.open(tmp_path / "p.png") as back:
         assert back.mode == "P" and back.size == picture.size
+
+
+def test_png_files_are_compressed(tmp_path):
+    assert 1 <= overlays.PNG_COMPRESS_LEVEL <= 9  # 0 would store the pixels as they are
+    smooth = np.broadcast_to(np.linspace(0, 255, 300).astype(np.uint8)[None, :, None], (200, 300, 3))
+    picture = Image.fromarray(np.ascontiguousarray(smooth))
+    save_png(picture, tmp_path / "smooth.png")
+    assert (tmp_path / "smooth.png").stat().st_size < len(picture.tobytes()) / 10
+    with Image.open(tmp_path / "smooth.png") as back:
+        assert back.tobytes() == picture.tobytes()
 
 
 def test_word_grid_lays_out_titled_tiles_and_survives_long_words():
