@@ -87,7 +87,10 @@ class CheckpointSafeCLI(LightningCLI):
 def with_trainer_base(parser_kwargs: dict[str, Any] | None, subcommands: Any) -> dict[str, Any]:
     """`parser_kwargs` with `TRAINER_BASE` as the default config file of each subcommand that names none."""
     if not TRAINER_BASE.is_file():  # without it, runs would quietly lose their logger and checkpoint settings
-        raise FileNotFoundError(f"{TRAINER_BASE}: the trainer settings the task configs build on are missing")
+        raise FileNotFoundError(
+            f"{TRAINER_BASE}: the trainer settings the task configs build on are missing; the CLIs run from a checkout "
+            "of the repository (pip install -e .)"
+        )
     kwargs = dict(parser_kwargs or {})
     for subcommand in subcommands:
         kwargs[subcommand] = {"default_config_files": [str(TRAINER_BASE)], **kwargs.get(subcommand, {})}
