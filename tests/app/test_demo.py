@@ -167,6 +167,7 @@ def assert_still_answers(client: Client, pictures: dict[str, Path]) -> None:
 # -- building and launching ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_build_app_builds_without_serving(tmp_path):
     app = demo.build_app(caption_checkpoints=CAPTION_CHECKPOINTS, vqa_checkpoints=VQA_CHECKPOINTS, work_dir=tmp_path)
     assert isinstance(app, gr.Blocks) and not app.is_running
@@ -193,6 +194,7 @@ def test_the_queue_is_bounded_by_default_and_from_the_command_line():
         demo.parse_arguments(["--max-queue", "0"])
 
 
+@pytest.mark.slow
 def test_main_reports_a_missing_checkpoint_without_a_traceback(tmp_path):
     with pytest.raises(SystemExit, match=r"error: checkpoint not found: .*nowhere\.ckpt"):
         demo.main(["--vqa-model", f"mine={tmp_path / 'nowhere.ckpt'}"])
@@ -211,6 +213,7 @@ def test_load_image_refuses_the_bomb_from_its_header(pictures):
 # -- the Caption tab through the API ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_caption_of_a_real_photo_gives_words_their_overlays_and_the_export(client, pictures, vocabulary, tmp_path):
     text, gallery, archive = caption(client, pictures["coffee"], DEFAULT_MODEL, 3)
     words = text.split()
@@ -225,6 +228,7 @@ def test_caption_of_a_real_photo_gives_words_their_overlays_and_the_export(clien
     assert any(n.endswith("grid.png") for n in names) and any(n.endswith("attention.gif") for n in names)
 
 
+@pytest.mark.slow
 def test_the_caption_and_its_overlays_come_before_the_export(pictures, tmp_path):
     handlers = demo.Handlers(*demo.load_models({DEFAULT_MODEL: CAPTION_CHECKPOINTS[DEFAULT_MODEL]}, {}), tmp_path)
     answers = handlers.caption({"path": str(pictures["coffee"]), "orig_name": "coffee.jpg"}, DEFAULT_MODEL, 2)
@@ -242,6 +246,7 @@ def test_the_caption_and_its_overlays_come_before_the_export(pictures, tmp_path)
 
 
 @pytest.mark.parametrize("model", list(CAPTION_CHECKPOINTS))
+@pytest.mark.slow
 def test_every_model_and_every_beam_width_answer(client, pictures, vocabulary, model):
     for beam_size in (1, demo.MAX_BEAM_SIZE):
         text, gallery, _ = caption(client, pictures["gray.jpg"], model, beam_size)
@@ -377,6 +382,7 @@ def full_queue(tmp_path, pictures, monkeypatch) -> Iterator[FullQueue]:
         app.close()
 
 
+@pytest.mark.slow
 def test_a_full_queue_refuses_a_request_with_a_busy_error_and_answers_the_others(full_queue, pictures, vocabulary):
     """Any further request (of either tab: the bound is for the whole app) is refused at once; the held and the
     waiting questions are answered, and once the queue has drained the app takes requests again."""
@@ -445,6 +451,7 @@ def caption_in_browser(
         page.close()
 
 
+@pytest.mark.slow
 def test_a_person_captions_a_photo_in_a_real_browser(browser, served, pictures, vocabulary):
     text, widths, outside = caption_in_browser(browser, served[1], pictures["coffee"])
     assert text.split() and set(text.split()) <= vocabulary[DEFAULT_MODEL]
@@ -452,6 +459,7 @@ def test_a_person_captions_a_photo_in_a_real_browser(browser, served, pictures, 
     assert outside == []  # nothing fetched from outside the app: fonts, scripts and images are all local
 
 
+@pytest.mark.slow
 def test_a_bad_upload_shows_its_problem_in_the_page(browser, served, pictures):
     outside: list[str] = []
     page = open_and_upload(browser, served[1], pictures["notes.png"], outside)
@@ -462,6 +470,7 @@ def test_a_bad_upload_shows_its_problem_in_the_page(browser, served, pictures):
     assert outside == []
 
 
+@pytest.mark.slow
 def test_a_full_queue_shows_a_busy_message_in_the_page(browser, full_queue, pictures):
     outside: list[str] = []
     page = open_and_upload(browser, full_queue.url, pictures["coffee"], outside)

@@ -15,8 +15,7 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from core.checkpoints import PARTIAL_SUFFIX, SafeCheckpointIO, read_checkpoint
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.helpers import REPO
 
 
 def checkpoint(value: float, size: int = 1000, step: int = 1) -> dict:
@@ -91,6 +90,7 @@ SafeCheckpointIO().save_checkpoint({"state_dict": {"weight": torch.full((1000,),
 """
 
 
+@pytest.mark.slow
 def test_a_process_killed_while_saving_leaves_the_previous_checkpoint_and_no_false_last(saved):
     path, content = saved
     result = subprocess.run(

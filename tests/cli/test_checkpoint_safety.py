@@ -15,12 +15,13 @@ import pytest
 import torch
 from lightning.pytorch.demos.boring_classes import BoringModel
 from lightning.pytorch.plugins.io import TorchCheckpointIO
-from test_cli import CONFIGS, REPO, SMALL_SHAPES
 
 import demo
 from captioning.bundled import SHAPES_SOFT
 from captioning.module import CaptioningModule
 from core.checkpoints import CheckpointError, SafeCheckpointIO, read_checkpoint
+from tests.helpers import CAPTIONING_CONFIGS as CONFIGS
+from tests.helpers import REPO, SMALL_SHAPES
 from vqa.bundled import SHAPES_SAN
 from vqa.module import VqaModule
 
@@ -101,6 +102,7 @@ def run_captioning(*args: str, cwd: Path):
     )
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_pickled_code_by_name_before_anything_runs(evil, tmp_path):
     result = run_captioning(
         "test", "--config", str(CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES, f"--ckpt_path={evil['captioning']}",
@@ -138,9 +140,11 @@ def test_a_checkpoint_of_the_other_model_is_refused_by_name_in_the_api_and_the_c
     from captioning.cli import main as captioning_main
     from vqa.cli import main as vqa_main
 
-    with pytest.raises(CheckpointError, match=r"shapes_san\.ckpt is not a captioning checkpoint \(it is a VQA one\)"):
+    refused = r"shapes_san\.ckpt is not a captioning checkpoint \(it is a VQA one: give it to `python -m vqa`\)"
+    with pytest.raises(CheckpointError, match=refused):
         CaptioningModule.load(SHAPES_SAN)
-    with pytest.raises(CheckpointError, match=r"shapes_soft\.ckpt is not a VQA checkpoint \(it is a captioning one\)"):
+    refused = r"shapes_soft\.ckpt is not a VQA checkpoint \(it is a captioning one: give it to `python -m captioning`\)"
+    with pytest.raises(CheckpointError, match=refused):
         VqaModule.load(SHAPES_SOFT)
     common = [f"--trainer.default_root_dir={tmp_path}", "--trainer.logger=false"]
     with pytest.raises(SystemExit, match=r"shapes_san\.ckpt is not a captioning checkpoint"):

@@ -9,36 +9,10 @@ import pytest
 import torch
 from PIL import Image
 
-REPO = Path(__file__).resolve().parents[2]
-CONFIGS = REPO / "configs" / "captioning"
+from tests.helpers import CAPTIONING_CONFIGS as CONFIGS
+from tests.helpers import REPO, SMALL_SHAPES, run_cli
 
-
-def run_module(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """`python -m module args...` in cwd; fails the test with the end of its output when it fails."""
-    result = subprocess.run(
-        [sys.executable, "-m", module, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
-    )
-    assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
-    return result
-
-
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return run_module("captioning", *args, cwd=cwd)
-
-
-SMALL_SHAPES = [
-    "--data.dataset.init_args.train_size=24",
-    "--data.dataset.init_args.val_size=8",
-    "--data.dataset.init_args.test_size=8",
-    "--data.dataset.init_args.heldout_size=8",
-    "--data.batch_size=8",
-    "--data.eval_batch_size=8",
-]
+pytestmark = pytest.mark.slow  # every test here trains or serves in subprocesses
 
 
 def make_karpathy_fixture(root: Path, dataset: str = "flickr8k") -> None:

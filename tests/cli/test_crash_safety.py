@@ -16,10 +16,11 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from test_cli import CONFIGS, REPO
 
 from core.checkpoints import read_checkpoint
 from core.resume import ResumableLoader
+from tests.helpers import CAPTIONING_CONFIGS as CONFIGS
+from tests.helpers import REPO
 
 TESTS = Path(__file__).resolve().parent
 
@@ -96,6 +97,7 @@ def train_losses(metrics_csv: Path) -> dict[int, float]:
         return {int(row["step"]): float(row["train/loss"]) for row in csv.DictReader(file) if row.get("train/loss")}
 
 
+@pytest.mark.slow
 def test_a_run_killed_mid_epoch_and_resumed_ends_with_the_weights_of_the_run_never_stopped(tmp_path):
     """40 (image, caption) pairs in batches of 10: 4 steps an epoch, 3 epochs, last.ckpt every 3 steps (3, 6 and
     9 are mid-epoch), dropout 0.3 and a per-epoch learning-rate decay, so the data order, the random state,
@@ -179,6 +181,7 @@ def assert_good_checkpoint(path: Path, step: int) -> None:
     CaptioningModule.load(path)
 
 
+@pytest.mark.slow
 def test_a_loss_that_turns_nan_stops_the_run_by_name_and_keeps_the_last_checkpoint(tmp_path):
     """A learning rate of 1e30: the first step's weights are finite but huge, the second step's loss is not."""
     from captioning.cli import main
@@ -189,6 +192,7 @@ def test_a_loss_that_turns_nan_stops_the_run_by_name_and_keeps_the_last_checkpoi
     assert_good_checkpoint(last, step=1)
 
 
+@pytest.mark.slow
 def test_weights_that_turn_nan_are_not_saved_and_the_run_stops(tmp_path):
     """Gradients that overflow at step 4 make NaN weights behind a finite loss: the checkpoint of step 4 is
     refused, so last.ckpt still holds step 3."""

@@ -18,10 +18,11 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from test_cli import REPO, run_module
-from test_vqa_cli import metrics_of
 
 from core.gathering import computed_on_rank_zero, gather_by_key
+from tests.helpers import REPO, metrics_of, run_module
+
+pytestmark = pytest.mark.slow  # every test here trains or serves in subprocesses
 
 DDP = ["--trainer.strategy=ddp", "--trainer.devices=2", "--trainer.accelerator=cpu"]
 QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]

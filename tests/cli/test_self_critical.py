@@ -13,7 +13,6 @@ import torch.nn.functional as F
 import yaml
 from pycocoevalcap.cider.cider import Cider
 from pycocoevalcap.meteor.meteor import Meteor
-from test_cli import CONFIGS, REPO, SMALL_SHAPES, run_cli
 
 from captioning.decoder import Expectation, ShowAttendTell
 from captioning.module import CaptioningModule
@@ -27,6 +26,8 @@ from captioning.self_critical import (
 )
 from core.checkpoints import CheckpointError
 from core.encoder import EfficientNetLite
+from tests.helpers import CAPTIONING_CONFIGS as CONFIGS
+from tests.helpers import REPO, SMALL_SHAPES, run_cli
 
 REFERENCES = {
     "0": ["a dog runs on the grass", "a brown dog is running", "the dog runs across a field"],
@@ -91,6 +92,7 @@ def test_a_sampled_caption_keeps_its_end_only_if_it_ended():
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="the METEOR jar needs Java")
+@pytest.mark.slow
 def test_meteor_reward_equals_coco_captions_meteor_caption_by_caption():
     """Each caption is scored against its own image's references, as pycocoevalcap's `Meteor.compute_score`
     scores it when called directly (on the same jar process, to start Java once)."""
@@ -184,6 +186,7 @@ def test_sampled_log_probabilities_are_the_teacher_forced_ones():
     assert sampled.log_probs.requires_grad
 
 
+@pytest.mark.slow
 def test_self_critical_training_learns_a_toy_reward():
     """One image whose only reference is "4 5 6 7" among 26 words: sampled captions start random and must come
     to score high."""
@@ -236,6 +239,7 @@ def test_initial_weights_of_a_vqa_model_are_refused_by_name():
         CaptioningModule(initial_weights=vqa)
 
 
+@pytest.mark.slow
 def test_cli_fine_tunes_a_bundled_model_self_critically_and_resumes(tmp_path):
     """fit from the bundled ShapesWorld model with `--model.self_critical`, load its checkpoint alone, and resume
     the run for a second epoch with the same command."""

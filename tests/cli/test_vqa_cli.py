@@ -1,18 +1,15 @@
 """The VQA CLI end to end, the way a user runs it: every config through fit, then test and predict from the
 checkpoint alone, with the official results format."""
 
-import csv
 import json
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from PIL import Image
-from test_cli import REPO, run_module
 
-CONFIGS = REPO / "configs" / "vqa"
+from tests.helpers import DAQUAR_FILES, VQA2_FILES, make_vqa_layout, metrics_of, run_module
+from tests.helpers import VQA_CONFIGS as CONFIGS
 
 SMALL_SHAPES = [
     "--data.dataset.init_args.train_size=24",
@@ -26,57 +23,6 @@ SMALL_SHAPES = [
 
 def run_cli(*args: str, cwd: Path):
     return run_module("vqa", *args, cwd=cwd)
-
-
-def make_vqa_layout(root: Path, files: dict[str, tuple[str, str, str]]) -> None:
-    """A tiny dataset in the VQA v2 layout: split -> (questions file, annotations file or "", image pattern)."""
-    words = ["chair", "table", "lamp", "bed"]
-    qid = 0
-    for s, (questions_file, annotations_file, pattern) in enumerate(files.values()):
-        questions, annotations = [], []
-        for image_id in range(s * 10 + 1, s * 10 + 5):
-            path = root / pattern.format(image_id=image_id)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            image = Image.new("RGB", (40 + image_id, 30), (20 * image_id % 255, 80, 140))
-            image.paste((250, 250, 40), (0, 0, 12, 30))  # a bar on the left: the mirror image differs
-            image.save(path)
-            for k in range(3):
-                qid += 1
-                answer = "2" if k == 2 else words[(image_id + k) % 4] + (", lamp" if k == 1 else "")
-                text = f"what is near the {words[k]}" + (" on the left?" if k == 0 else "?")
-                questions.append({"question_id": qid, "image_id": image_id, "question": text})
-                answers = [answer] * 10
-                annotations.append({
-                    "question_id": qid, "image_id": image_id, "question_type": "what is",
-                    "answers": [{"answer": a, "answer_confidence": "yes", "answer_id": i + 1} for i, a in enumerate(answers)],
-                    "multiple_choice_answer": Counter(answers).most_common(1)[0][0],
-                    "answer_type": "number" if k == 2 else "other",
-                })
-        (root / questions_file).write_text(json.dumps({"questions": questions}))
-        if annotations_file:
-            (root / annotations_file).write_text(json.dumps({"annotations": annotations}))
-
-
-DAQUAR_FILES = {
-    "train": ("daquar_train_questions.json", "daquar_train_annotations.json", "images/image{image_id}.jpg"),
-    "test": ("daquar_test_questions.json", "daquar_test_annotations.json", "images/image{image_id}.jpg"),
-}
-VQA2_FILES = {
-    "train": ("v2_OpenEnded_mscoco_train2014_questions.json", "v2_mscoco_train2014_annotations.json",
-              "train2014/COCO_train2014_{image_id:012d}.jpg"),
-    "val": ("v2_OpenEnded_mscoco_val2014_questions.json", "v2_mscoco_val2014_annotations.json",
-            "val2014/COCO_val2014_{image_id:012d}.jpg"),
-    "test": ("v2_OpenEnded_mscoco_test-dev2015_questions.json", "", "test2015/COCO_test2015_{image_id:012d}.jpg"),
-}
-
-
-def metrics_of(run_dir: Path) -> dict[str, float]:
-    """The last logged value of every metric in a run's metrics.csv."""
-    values = {}
-    for path in sorted(run_dir.rglob("metrics.csv")):
-        for row in csv.DictReader(path.open()):
-            values.update({k: float(v) for k, v in row.items() if v})
-    return values
 
 
 def fit_daquar(tmp_path: Path, *overrides: str) -> Path:
@@ -93,6 +39,7 @@ def fit_daquar(tmp_path: Path, *overrides: str) -> Path:
     return run_dir
 
 
+@pytest.mark.slow
 def test_daquar_config_trains_on_mirror_images_and_reports_wups(tmp_path):
     """The config trains on the photos and their mirror images, whose trunk outputs get their own cache."""
     from core.encoder import EfficientNetLite
@@ -120,6 +67,7 @@ def test_daquar_config_trains_on_mirror_images_and_reports_wups(tmp_path):
     assert (stored["train-mirrored"] - stored["train"]).abs().max() > 0.1
 
 
+@pytest.mark.slow
 def test_daquar_settings_are_chosen_on_held_out_training_photos(tmp_path):
     """`val_images` holds training photos out as "val", and validation runs on them, never on test (and without
     mirror images, nothing else is cached)."""
@@ -130,6 +78,7 @@ def test_daquar_settings_are_chosen_on_held_out_training_photos(tmp_path):
     assert 0.0 <= metrics_of(run_dir)["val/accuracy"] <= 1.0
 
 
+@pytest.mark.slow
 def test_fine_tuned_top_block_trains_on_the_cached_trunk(tmp_path):
     """With `trainable_blocks`, the cache holds the input of the top block; training moves that block only."""
     from core.encoder import EfficientNetLite
@@ -148,6 +97,7 @@ def test_fine_tuned_top_block_trains_on_the_cached_trunk(tmp_path):
     assert all(name.startswith((last, "net._conv_head.", "net._bn1.")) for name in moved)
 
 
+@pytest.mark.slow
 def test_single_word_answers_leave_the_lists_out_of_training_and_test(tmp_path):
     """12 training questions, 4 with list answers: 8 stay, 2 steps of 4 per epoch; test keeps its 8 of 12."""
     run_dir = fit_daquar(tmp_path, "--data.dataset.init_args.single_word_answers=true")
@@ -164,6 +114,7 @@ def test_single_word_answers_leave_the_lists_out_of_training_and_test(tmp_path):
     assert len(json.loads(output.read_text())) == 8
 
 
+@pytest.mark.slow
 def test_the_cnn_question_model_trains_and_comes_back_from_its_checkpoint(tmp_path):
     """`--model.question_model` picks the paper's CNN question model; the checkpoint alone rebuilds it."""
     from vqa.module import VqaModule
@@ -180,6 +131,7 @@ def test_the_cnn_question_model_trains_and_comes_back_from_its_checkpoint(tmp_pa
     assert model.answer(image, "what is near the chair?").answers
 
 
+@pytest.mark.slow
 def test_vqa2_config_runs_on_the_official_layout(tmp_path):
     make_vqa_layout(tmp_path / "vqa2", VQA2_FILES)
     run_cli(
@@ -190,6 +142,7 @@ def test_vqa2_config_runs_on_the_official_layout(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_easyvqa_config_fast_dev_run(tmp_path):
     pytest.importorskip("easy_vqa")
     # fine-tuning the top block on images through the whole encoder, so no feature cache of 4000 images is built
@@ -201,6 +154,7 @@ def test_easyvqa_config_fast_dev_run(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
     run_dir, cache = tmp_path / "run", f"--data.cache_dir={tmp_path / 'cache'}"
     run_cli(
@@ -246,6 +200,7 @@ def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
         CaptioningModule.load(best)
 
 
+@pytest.mark.slow
 def test_cli_tests_a_compact_checkpoint_as_it_tests_the_full_one(tmp_path):
     """`test --ckpt_path` takes a bundled (compact) checkpoint, whose encoder weights come from their package, and
     scores it as it scores the same model's full checkpoint."""

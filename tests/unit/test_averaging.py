@@ -40,6 +40,7 @@ def pair(tmp_path) -> tuple[Path, Path]:
     return SHAPES_SOFT, moved
 
 
+@pytest.mark.slow
 def test_each_weight_is_the_weighted_mean(pair, tmp_path):
     first, second = (read_checkpoint(path)["state_dict"] for path in pair)
     averaged = average(pair, tmp_path / "average.ckpt", weights=[1.0, 3.0])["state_dict"]
@@ -54,6 +55,7 @@ def test_each_weight_is_the_weighted_mean(pair, tmp_path):
         assert torch.equal(averaged[name], first[name])  # what did not move is kept bit for bit
 
 
+@pytest.mark.slow
 def test_the_average_loads_and_a_full_weight_on_one_model_is_that_model(pair, tmp_path):
     out = tmp_path / "average.ckpt"
     assert main([str(out), *map(str, pair), "--weights", "1", "0"]) == 0

@@ -28,15 +28,6 @@ PHOTOS = ("coffee", "chelsea", "astronaut")  # real photos that ship with scikit
 
 def bundle_main(argv: list[str], model_class: type = CaptioningModule) -> int:
     """`python -m captioning.bundle ARGV` (or `python -m vqa.bundle` with VqaModule) as a call."""
-    return core_bundle.main(argv, model_class=model_class, prog="python -m captioning.bundle")
-
-
-def bundle(source: Path, target: Path) -> dict:
-    return core_bundle.bundle(source, target, model_class=CaptioningModule)
-
-
-def bundle_main(argv: list[str], model_class: type = CaptioningModule) -> int:
-    """`python -m captioning.bundle ARGV` (or `python -m vqa.bundle` with VqaModule) as a call."""
     return core_bundle.main(argv, model_class=model_class, prog="bundle")
 
 
@@ -78,6 +69,7 @@ def scenes() -> dict[str, Image.Image]:
 
 
 @pytest.mark.parametrize("name", list(CAPTION_CHECKPOINTS))
+@pytest.mark.slow
 def test_every_bundled_captioning_model_captions_in_its_own_words_and_ends_properly(name, photos, scenes):
     """The real-photo models on scikit-image's photos; the ShapesWorld ones on scenes (on a photo they ramble
     in shape words until the length cap, which is no fault of theirs)."""
@@ -96,6 +88,7 @@ def test_every_bundled_captioning_model_captions_in_its_own_words_and_ends_prope
         assert len(words) < model.hparams.max_length and words[-1] not in DANGLING, (picture, caption)
 
 
+@pytest.mark.slow
 def test_the_flickr8k_models_tell_photos_apart(photos):
     """Trained on real photos, a model gives different photos different captions (the ShapesWorld ones need not)."""
     for name, path in CAPTION_CHECKPOINTS.items():
@@ -107,6 +100,7 @@ def test_the_flickr8k_models_tell_photos_apart(photos):
 
 
 @pytest.mark.parametrize("name", list(VQA_CHECKPOINTS))
+@pytest.mark.slow
 def test_every_bundled_vqa_model_answers_in_its_answers_with_one_map_per_hop(name, coffee):
     model = VqaModule.load(VQA_CHECKPOINTS[name])
     question = "what is on the table?" if name == "DAQUAR" else "what colour is the circle?"
@@ -123,6 +117,7 @@ def full_checkpoint(model: CaptioningModule, path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_bundle_writes_a_compact_copy_that_captions_like_the_original(soft_model, coffee, tmp_path, capsys):
     source = full_checkpoint(soft_model, tmp_path / "best.ckpt")
     assert bundle_main([str(source), str(tmp_path / "compact.ckpt")]) == 0
@@ -134,6 +129,7 @@ def test_bundle_writes_a_compact_copy_that_captions_like_the_original(soft_model
         assert compact.caption(inputs) == soft_model.caption(inputs)
 
 
+@pytest.mark.slow
 def test_a_compact_copy_can_carry_other_decoding_settings(soft_model, coffee, tmp_path, capsys):
     source = full_checkpoint(soft_model, tmp_path / "best.ckpt")
     assert bundle_main([str(source), str(tmp_path / "greedy.ckpt"), "--beam-size", "1", "--length-penalty", "0.5"]) == 0

@@ -24,6 +24,7 @@ def lite0_448() -> EfficientNetLite:
     return EfficientNetLite(image_size=448)
 
 
+@pytest.mark.slow
 def test_lite0_grid_at_224(lite0: EfficientNetLite) -> None:
     assert (lite0.feature_dim, lite0.image_size, lite0.grid_size, lite0.num_locations) == (1280, 224, 7, 49)
     with torch.inference_mode():
@@ -31,6 +32,7 @@ def test_lite0_grid_at_224(lite0: EfficientNetLite) -> None:
     assert out.shape == (2, 49, 1280)
 
 
+@pytest.mark.slow
 def test_lite0_grid_at_448(lite0_448: EfficientNetLite) -> None:
     assert (lite0_448.grid_size, lite0_448.num_locations) == (14, 196)
     with torch.inference_mode():
@@ -38,6 +40,7 @@ def test_lite0_grid_at_448(lite0_448: EfficientNetLite) -> None:
     assert out.shape == (1, 196, 1280)
 
 
+@pytest.mark.slow
 def test_stride_16_grid_is_the_full_networks_intermediate_map(lite0: EfficientNetLite) -> None:
     encoder = EfficientNetLite(output_stride=16, trainable_blocks=1)
     assert (encoder.grid_size, encoder.num_locations, encoder.feature_dim) == (14, 196, 112)
@@ -56,6 +59,7 @@ def test_stride_16_grid_is_the_full_networks_intermediate_map(lite0: EfficientNe
     assert "stride=16" in encoder.cache_key() and "stride=32" in lite0.cache_key()
 
 
+@pytest.mark.slow
 def test_locations_are_row_major(lite0: EfficientNetLite) -> None:
     x = torch.randn(1, 3, 224, 224)
     with torch.inference_mode():
@@ -94,6 +98,7 @@ def test_trainable_blocks_unfreeze_only_the_top() -> None:
 
 
 @pytest.mark.parametrize("trainable_blocks", [1, 2])
+@pytest.mark.slow
 def test_top_blocks_run_on_the_cached_trunk(lite0: EfficientNetLite, trainable_blocks: int) -> None:
     """The trunk is the network up to the first fine-tuned block; the top run on its output is the forward pass."""
     encoder = EfficientNetLite(trainable_blocks=trainable_blocks).eval()
@@ -127,6 +132,7 @@ def test_transform_resizes_without_cropping(lite0: EfficientNetLite) -> None:
     ("photo", "classes"),
     [("coffee", range(967, 968)), ("chelsea", range(281, 286))],  # espresso; tabby/tiger/Persian/Siamese/Egyptian cat
 )
+@pytest.mark.slow
 def test_pretrained_weights_and_normalisation_recognise_photos(lite0: EfficientNetLite, photo: str, classes: range) -> None:
     skimage_data = pytest.importorskip("skimage.data")
     image = Image.fromarray(getattr(skimage_data, photo)())
@@ -158,6 +164,7 @@ def test_bad_lite_arguments_are_refused(kwargs: dict) -> None:
     ("architecture", "image_size", "shape"),
     [("resnet18", 64, (2, 4, 512)), ("resnet50", 32, (2, 1, 2048)), ("vgg11", 64, (2, 16, 512))],
 )
+@pytest.mark.slow
 def test_torchvision_grid_shapes(architecture: str, image_size: int, shape: tuple[int, int, int]) -> None:
     encoder = TorchvisionEncoder(architecture=architecture, weights=None, image_size=image_size)
     assert encoder.frozen
@@ -175,6 +182,7 @@ def test_torchvision_trainable_blocks() -> None:
 
 
 @pytest.mark.parametrize("architecture", ["resnet18", "vgg11"])
+@pytest.mark.slow
 def test_torchvision_top_blocks_run_on_the_cached_trunk(architecture: str) -> None:
     frozen = TorchvisionEncoder(architecture=architecture, weights=None, image_size=64)
     encoder = TorchvisionEncoder(architecture=architecture, weights=None, image_size=64, trainable_blocks=3)
@@ -223,5 +231,5 @@ def test_offline_download_failure_suggests_efficientnet_lite(monkeypatch: pytest
         raise URLError("no network")
 
     monkeypatch.setattr(torchvision.models.WeightsEnum, "get_state_dict", offline)
-    with pytest.raises(RuntimeError, match=r"could not obtain.*captioning\.encoder\.EfficientNetLite"):
+    with pytest.raises(RuntimeError, match=r"could not obtain.*core\.encoder\.EfficientNetLite"):
         TorchvisionEncoder(architecture="resnet18", weights="DEFAULT", image_size=64)

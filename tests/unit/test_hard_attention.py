@@ -198,6 +198,7 @@ def mean_within(samples: torch.Tensor, exact: torch.Tensor, directions: torch.Te
     return ((mean - exact @ directions.T).abs() <= sigmas * standard_error).tolist()
 
 
+@pytest.mark.slow
 def test_reinforce_estimate_is_unbiased_for_the_exact_gradient_of_the_lower_bound():
     decoder = tiny_decoder(seed=1)
     exact, _ = exact_lower_bound_gradient(decoder)
@@ -216,6 +217,7 @@ def test_reinforce_estimate_is_unbiased_for_the_exact_gradient_of_the_lower_boun
     assert not all(mean_within(biased, exact, directions, sigmas=3.0))
 
 
+@pytest.mark.slow
 def test_the_baseline_lowers_the_estimators_variance():
     decoder = tiny_decoder(seed=2)
     torch.manual_seed(21)

@@ -111,6 +111,7 @@ def java_run() -> tuple[dict[str, float], tuple[dict, dict, float], dict, dict]:
 
 
 @needs_java
+@pytest.mark.slow
 def test_java_backend_equals_pycocoevalcap_called_directly(java_run) -> None:
     ours, (meteor_gts, meteor_res, meteor_score), gts, res = java_run
     assert list(ours) == list(METRIC_NAMES)
@@ -129,6 +130,7 @@ def test_java_backend_equals_pycocoevalcap_called_directly(java_run) -> None:
     assert res["img5"] == [""]  # the empty candidate went through as an empty caption
 
 
+@pytest.mark.slow
 def test_perfect_candidates_score_high() -> None:
     perfect = {image: refs[1] for image, refs in REFERENCES.items()}
     scores = score_captions(REFERENCES, perfect, backend="python")

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from test_vqa_cli import DAQUAR_FILES, make_vqa_layout
 
 from core.encoder import EfficientNetLite
 from data.captions import Box
@@ -64,10 +63,9 @@ def test_questions_draw_the_photo_or_its_mirror_image_as_a_whole():
     assert all(plain[0]["inputs"].equal(photo) for _ in range(20))
 
 
-def test_the_data_module_trains_on_mirror_images_with_the_sides_swapped(tmp_path: Path):
+def test_the_data_module_trains_on_mirror_images_with_the_sides_swapped(tmp_path: Path, daquar: Path):
     """Through the data module: mirrored words for the training questions, the mirror image's cached grid."""
-    make_vqa_layout(tmp_path / "daquar", DAQUAR_FILES)
-    dataset = Daquar(root=tmp_path / "daquar")
+    dataset = Daquar(root=daquar)
     data = VqaDataModule(dataset=dataset, mirror_images=True, cache_dir=tmp_path / "cache", val_split="test")
     model = VqaModule(encoder=EfficientNetLite(variant=0, image_size=64))
     model.set_vocabularies(*data.build_vocabularies())

@@ -195,6 +195,7 @@ def check_caption_export(folder: Path, image_size: tuple[int, int]) -> dict:
     return record
 
 
+@pytest.mark.slow
 def test_caption_export_command_writes_every_file_and_skips_a_broken_image(tmp_path, caption_checkpoint, photos):
     out = tmp_path / "out"
     result = run_module("captioning.export", str(caption_checkpoint), str(photos), "--output", str(out), "--beam-size", "2", cwd=tmp_path)
@@ -225,6 +226,7 @@ def test_caption_words_keep_words_and_attention_rows_aligned(caption_checkpoint)
     assert words == ["a", "red", "circle"] and rows[:, 0].tolist() == [0.0, 2.0, 4.0]
 
 
+@pytest.mark.slow
 def test_overlay_writer_in_predict(tmp_path, caption_checkpoint, photos):
     import lightning
 
@@ -260,6 +262,7 @@ def vqa_checkpoint(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_vqa_export_command_writes_every_hop(tmp_path, vqa_checkpoint, photos):
     out = tmp_path / "answer"
     question = "What colour is the circle?"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import re
@@ -309,7 +310,8 @@ def test_real_daquar():
     assert any(", " in q.answer for q in train)  # multi-object answers are one comma-separated string
     assert len({q.question_id for q in train + test}) == len(train) + len(test)
     image = dataset.load(test[0].image_id)
-    assert image.mode == "RGB" and image.height == 256
+    manifest = {row["image_id"]: row["stored_size"] for row in csv.DictReader(open(DAQUAR / "images_manifest.csv"))}
+    assert image.mode == "RGB" and f"{image.width}x{image.height}" == manifest[str(test[0].image_id)]
     single = Daquar(root=DAQUAR, single_word_answers=True)  # the SAN paper's subset: "90% of the original"
     assert (len(single.questions("train")), len(single.questions("test"))) == (6149, 5076)
     assert len(single.questions("test")) == sum("," not in q.answer for q in test)

@@ -1,0 +1,45 @@
+"""Shared fixtures, and the markers of every test.
+
+Markers (registered in pyproject.toml, so a misspelt one is an error):
+
+- `unit`, `cli`, `app`: the folder a test is in, tests/unit, tests/cli or tests/app, set here, not by hand;
+- `browser`: the tests that drive a real Chromium (they use the `browser` fixture);
+- `slow`: marked at the test (`@pytest.mark.slow`, or `pytestmark` for a whole file), the costly ones: each
+  takes several seconds to a minute (pretrained networks on photos, a training run in a subprocess, a DDP pair, a
+  browser); `python -m pytest -m "not slow"` runs the rest in a couple of minutes, `python -m pytest` runs all.
+
+Plain functions and constants shared by test modules are in tests/helpers.py (see its docstring for why).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import DAQUAR_FILES, make_vqa_layout
+
+TESTS = Path(__file__).resolve().parent
+GROUPS = ("unit", "cli", "app")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own hook, whose `-m` deselection must see the markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        relative = item.path.resolve().relative_to(TESTS)
+        group = relative.parts[0]
+        if group in GROUPS:
+            item.add_marker(getattr(pytest.mark, group))
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
+
+
+# -- fixtures ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def daquar(tmp_path: Path) -> Path:
+    """A tiny dataset in DAQUAR's layout (4 training and 4 test images, 3 questions each) under tmp_path/daquar."""
+    root = tmp_path / "daquar"
+    make_vqa_layout(root, DAQUAR_FILES)
+    return root

@@ -1,0 +1,103 @@
+"""Plain helpers shared by the test modules: paths, CLI runners, tiny dataset layouts.
+
+These are ordinary functions and constants, imported as `from tests.helpers import ...`. They live here rather
+than in conftest.py because they are needed where fixtures are not available: at import time (argument lists,
+config paths), inside module-level helper functions, and in the training processes that tests/cli starts (which
+import test_crash_safety, and through it this module, outside pytest). Fixtures and hooks are in conftest.py.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from PIL import Image
+
+REPO = Path(__file__).resolve().parents[1]
+CAPTIONING_CONFIGS = REPO / "configs" / "captioning"
+VQA_CONFIGS = REPO / "configs" / "vqa"
+
+# ShapesWorld with tiny splits, for the captioning CLI
+SMALL_SHAPES = [
+    "--data.dataset.init_args.train_size=24",
+    "--data.dataset.init_args.val_size=8",
+    "--data.dataset.init_args.test_size=8",
+    "--data.dataset.init_args.heldout_size=8",
+    "--data.batch_size=8",
+    "--data.eval_batch_size=8",
+]
+
+
+def run_module(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`python -m module args...` in cwd; fails the test with the end of its output when it fails."""
+    result = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
+    return result
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The captioning CLI: `python -m captioning args...`."""
+    return run_module("captioning", *args, cwd=cwd)
+
+
+def metrics_of(run_dir: Path) -> dict[str, float]:
+    """The last logged value of every metric in a run's metrics.csv."""
+    values = {}
+    for path in sorted(run_dir.rglob("metrics.csv")):
+        for row in csv.DictReader(path.open()):
+            values.update({k: float(v) for k, v in row.items() if v})
+    return values
+
+
+def make_vqa_layout(root: Path, files: dict[str, tuple[str, str, str]]) -> None:
+    """A tiny dataset in the VQA v2 layout: split -> (questions file, annotations file or "", image pattern)."""
+    words = ["chair", "table", "lamp", "bed"]
+    qid = 0
+    for s, (questions_file, annotations_file, pattern) in enumerate(files.values()):
+        questions, annotations = [], []
+        for image_id in range(s * 10 + 1, s * 10 + 5):
+            path = root / pattern.format(image_id=image_id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            image = Image.new("RGB", (40 + image_id, 30), (20 * image_id % 255, 80, 140))
+            image.paste((250, 250, 40), (0, 0, 12, 30))  # a bar on the left: the mirror image differs
+            image.save(path)
+            for k in range(3):
+                qid += 1
+                answer = "2" if k == 2 else words[(image_id + k) % 4] + (", lamp" if k == 1 else "")
+                text = f"what is near the {words[k]}" + (" on the left?" if k == 0 else "?")
+                questions.append({"question_id": qid, "image_id": image_id, "question": text})
+                answers = [answer] * 10
+                annotations.append({
+                    "question_id": qid, "image_id": image_id, "question_type": "what is",
+                    "answers": [{"answer": a, "answer_confidence": "yes", "answer_id": i + 1} for i, a in enumerate(answers)],
+                    "multiple_choice_answer": Counter(answers).most_common(1)[0][0],
+                    "answer_type": "number" if k == 2 else "other",
+                })
+        (root / questions_file).write_text(json.dumps({"questions": questions}))
+        if annotations_file:
+            (root / annotations_file).write_text(json.dumps({"annotations": annotations}))
+
+
+DAQUAR_FILES = {
+    "train": ("daquar_train_questions.json", "daquar_train_annotations.json", "images/image{image_id}.jpg"),
+    "test": ("daquar_test_questions.json", "daquar_test_annotations.json", "images/image{image_id}.jpg"),
+}
+VQA2_FILES = {
+    "train": ("v2_OpenEnded_mscoco_train2014_questions.json", "v2_mscoco_train2014_annotations.json",
+              "train2014/COCO_train2014_{image_id:012d}.jpg"),
+    "val": ("v2_OpenEnded_mscoco_val2014_questions.json", "v2_mscoco_val2014_annotations.json",
+            "val2014/COCO_val2014_{image_id:012d}.jpg"),
+    "test": ("v2_OpenEnded_mscoco_test-dev2015_questions.json", "", "test2015/COCO_test2015_{image_id:012d}.jpg"),
+}
