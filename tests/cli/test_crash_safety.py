@@ -198,7 +198,7 @@ def test_weights_that_turn_nan_are_not_saved_and_the_run_stops(tmp_path):
     refused, so last.ckpt still holds step 3."""
     from captioning.cli import main
 
-    overflow = {"class_path": "test_crash_safety.NanGradients", "init_args": {"at_step": 4}}
+    overflow = {"class_path": f"{__name__}.NanGradients", "init_args": {"at_step": 4}}  # this module, in this process
     args, last = nan_fit(tmp_path, callbacks=[overflow])
     with pytest.raises(FloatingPointError, match=r"holds NaN or infinite values; .*last\.ckpt was not written"):
         main(args)
