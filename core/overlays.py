@@ -6,11 +6,16 @@ with different x and y scales for a non-square photo. `upsample` maps the weight
 pixels that way; the other functions only draw. Pure functions of their inputs: nothing here reads a model.
 
 The colour map is matplotlib's 'inferno' (perceptually uniform, readable in grey), taken from matplotlib's
-colormap registry (no plotting: pyplot is never imported). PNG files are written by PIL.
+colormap registry (no plotting: pyplot is never imported). PNG files are written by `encode_png`, a small PNG
+writer of its own that makes the app's export answer 30% faster than PIL's PNG writer (its docstring has the
+measurement).
 """
 
 from __future__ import annotations
 
+import io
+import struct
+import zlib
 from pathlib import Path
 from typing import Sequence
 
@@ -162,9 +167,47 @@ def _tiled(tiles: list[Image.Image], columns: int) -> Image.Image:
     return sheet
 
 
+# PNG colour types of the modes `encode_png` writes itself (8 bits per channel)
+_PNG_COLOUR_TYPES = {"L": 0, "RGB": 2, "RGBA": 6}
+
+
+def encode_png(image: Image.Image) -> bytes:
+    """The image as PNG file bytes: every row through the Up filter (each byte minus the one above it), then
+    zlib's Huffman-only coding; PIL's own PNG writer (zlib level `PNG_COMPRESS_LEVEL`) for modes other than L,
+    RGB and RGBA.
+
+    Kept instead of PIL's writer because it makes what an app user waits for shorter: the app writes an
+    11-word caption's overlays as PNG files for the export zip before the /caption answer is complete, and
+    `python benchmarks/app_latency.py --requests 10 --clients 4` (2 cores, AMD EPYC) measured that answer at a
+    median 0.355 and 0.358 s with this writer against 0.504 s with PIL's at level 1 (4 clients at once: 1.33-1.46 s
+    against 2.07 s), the caption and its gallery alone at 0.22 s either way. One 640x480 overlay: 9.3 ms here,
+    26.8 ms by PIL at level 1, 14.5 ms at level 0 with files twice as large.
+    """
+    colour_type = _PNG_COLOUR_TYPES.get(image.mode)
+    if colour_type is None:
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
+        return buffer.getvalue()
+    pixels = np.asarray(image).reshape(image.height, -1)  # (H, W * channels) bytes
+    rows = np.empty((image.height, pixels.shape[1] + 1), dtype=np.uint8)
+    rows[:, 0] = 2  # filter type Up: each byte minus the one above it (modulo 256; the row above the first is 0)
+    rows[:1, 1:] = pixels[:1]
+    np.subtract(pixels[1:], pixels[:-1], out=rows[1:, 1:])
+    compressor = zlib.compressobj(1, zlib.DEFLATED, 15, 9, zlib.Z_HUFFMAN_ONLY)
+    data = compressor.compress(rows) + compressor.flush()
+    header = struct.pack(">IIBBBBB", image.width, image.height, 8, colour_type, 0, 0, 0)
+    chunks = [_png_chunk(b"IHDR", header), _png_chunk(b"IDAT", data), _png_chunk(b"IEND", b"")]
+    return b"\x89PNG\r\n\x1a\n" + b"".join(chunks)
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    """A PNG chunk: length, type, data and the CRC of type and data."""
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(data, zlib.crc32(kind)))
+
+
 def save_png(image: Image.Image, path: str | Path) -> None:
-    """Write the image as a PNG file, by PIL at zlib level PNG_COMPRESS_LEVEL (any mode PIL writes as PNG)."""
-    image.save(Path(path), format="PNG", compress_level=PNG_COMPRESS_LEVEL)
+    """Write the image as a PNG file (`encode_png`)."""
+    Path(path).write_bytes(encode_png(image))
 
 
 def gif_frame(image: Image.Image) -> Image.Image:

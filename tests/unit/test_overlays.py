@@ -105,17 +105,17 @@ def test_png_files_hold_exactly_the_picture(tmp_path, shape):
     save_png(picture, tmp_path / "a.png")
     with Image.open(tmp_path / "a.png") as back:
         assert back.format == "PNG" and back.mode == picture.mode and back.tobytes() == picture.tobytes()
-    save_png(picture.convert("P"), tmp_path / "p.png")  # a palette picture
+    save_png(picture.convert("P"), tmp_path / "p.png")  # a mode the fast encoder leaves to PIL
     with Image.open(tmp_path / "p.png") as back:
         assert back.mode == "P" and back.size == picture.size
 
 
 def test_png_files_are_compressed(tmp_path):
-    assert 1 <= overlays.PNG_COMPRESS_LEVEL <= 9  # 0 would store the pixels as they are
+    assert 1 <= overlays.PNG_COMPRESS_LEVEL <= 9  # PIL's level for other modes; 0 would store the pixels as they are
     smooth = np.broadcast_to(np.linspace(0, 255, 300).astype(np.uint8)[None, :, None], (200, 300, 3))
     picture = Image.fromarray(np.ascontiguousarray(smooth))
     save_png(picture, tmp_path / "smooth.png")
-    assert (tmp_path / "smooth.png").stat().st_size < len(picture.tobytes()) / 10
+    assert (tmp_path / "smooth.png").stat().st_size < len(picture.tobytes()) / 6  # Huffman codes: >= 1 bit a byte
     with Image.open(tmp_path / "smooth.png") as back:
         assert back.tobytes() == picture.tobytes()
 
