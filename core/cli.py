@@ -15,6 +15,7 @@ from core.checkpoints import (
     read_checkpoint,
     with_safe_checkpoint_io,
 )
+from core.hparams import MOVED_MODULES
 from core.resume import RandomState
 
 #: The settings every task config shares (seed, logger, checkpoints, gradient clipping): each subcommand reads this
@@ -70,6 +71,16 @@ class CheckpointSafeCLI(LightningCLI):
             hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
         if hparams:
             self.config = self.parser.parse_object({subcommand: {"model": hparams}}, self.config)
+
+    def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
+        try:
+            super().parse_arguments(parser, args)
+        except (AttributeError, ImportError) as error:
+            old = [path for path in MOVED_MODULES if path.rpartition(".")[2] in str(error) and "captioning" in str(error)]
+            if not old:
+                raise
+            moves = ", ".join(f"{path}.* is now {MOVED_MODULES[path]}.*" for path in old)
+            raise SystemExit(f"error: a config or option names a class by a path that moved: {moves}") from None
 
     def instantiate_classes(self) -> None:
         super().instantiate_classes()
