@@ -256,3 +256,110 @@ def test_banned_words_are_never_emitted_and_the_rest_renormalised():
         assert int(logits.argmax()) == expected
         word, state = torch.tensor([expected]), step.state
     assert out.log_probs[0].item() == pytest.approx(total, abs=1e-4)
+
+
+def bigram_decoder(table: dict[int, dict[int, float]], vocab: int = 5) -> ShowAttendTell:
+    """A real decoder whose next-word distribution depends on the previous word only: p(next | prev) =
+    table[prev][next]. The embedding is one-hot, the deep output's h and z terms are zeroed, and the output
+    layer's column `prev` holds log p(. | prev), so its log_softmax gives those log-probabilities back. Words
+    missing from a row get logit 0; the searches ban PAD and START, and END is never read after a caption ended."""
+    decoder = ShowAttendTell(
+        vocab_size=vocab, feature_dim=6, num_locations=5, embed_dim=vocab, decoder_dim=10, attention_dim=7
+    ).eval()
+    with torch.no_grad():
+        decoder.embedding.weight.copy_(torch.eye(vocab))
+        decoder.out_h.weight.zero_()
+        decoder.out_h.bias.zero_()
+        decoder.out_z.weight.zero_()
+        decoder.out.bias.zero_()
+        decoder.out.weight.zero_()
+        for prev, row in table.items():
+            assert sum(row.values()) == pytest.approx(1.0)
+            for word, p in row.items():
+                decoder.out.weight[word, prev] = math.log(p)
+    return decoder
+
+
+def test_length_penalty_ranks_fixed_hypotheses_as_computed_by_hand():
+    """Length counts the words and the <end>: a caption of n words that ended has length n + 1."""
+    A, B = 3, 4
+    decoder = bigram_decoder(
+        {
+            START: {A: 0.8, B: 0.1, END: 0.1},
+            A: {END: 0.5, B: 0.4, A: 0.1},
+            B: {END: 0.6, A: 0.25, B: 0.15},
+        }
+    )
+    # With max_length 3 every caption is at most 3 words: 1 + 2 + 4 ended ones, 8 that ran out. Beam 15 holds them all.
+    kwargs = dict(start_id=START, end_id=END, max_length=3, beam_size=15, banned=(PAD, START))
+    features = torch.randn(1, 5, 6)
+    # The contenders: (words, total log-probability, length with <end>)
+    a_end = ([A], math.log(0.8 * 0.5), 2)  # "A <end>": p = 0.4
+    ab_end = ([A, B], math.log(0.8 * 0.4 * 0.6), 3)  # "A B <end>": p = 0.192
+    aba = ([A, B, A], math.log(0.8 * 0.4 * 0.25), 3)  # ran to max_length: p = 0.08, no <end>
+    empty = ([], math.log(0.1), 1)  # "<end>" alone
+    # Every other caption has p <= 0.06 ("B <end>") and length <= 3, so scores at most log(0.06) / 3^penalty:
+    # below the winners' at penalty 1 (-0.938 < -0.458) and 2 (-0.313 < -0.183).
+    for penalty, winner, score in ((1.0, a_end, -0.4581), (2.0, ab_end, -0.1834)):
+        by_hand = {tuple(w): lp / n**penalty for w, lp, n in (a_end, ab_end, aba, empty)}
+        # penalty 1: A <end> -0.916/2 = -0.458, A B <end> -1.650/3 = -0.550, A B A -2.526/3 = -0.842, <end> -2.303
+        # penalty 2: A <end> -0.916/4 = -0.229, A B <end> -1.650/9 = -0.183, A B A -2.526/9 = -0.281, <end> -2.303
+        assert max(by_hand, key=by_hand.get) == tuple(winner[0])
+        assert by_hand[tuple(winner[0])] == pytest.approx(score, abs=1e-4)
+        assert math.log(0.06) / 3**penalty < score
+        found = beam_search(decoder, features, length_penalty=penalty, **kwargs)
+        assert found.tokens[0] == winner[0], penalty
+        assert found.log_probs[0].item() == pytest.approx(winner[1], abs=1e-5)
+        assert found.weights[0].shape == (len(winner[0]), 5)
+    # without a penalty the most probable caption wins: A <end>, p = 0.4
+    plain = beam_search(decoder, features, **kwargs)
+    assert plain.tokens[0] == [A] and plain.log_probs[0].item() == pytest.approx(math.log(0.4), abs=1e-5)
+
+
+def banned_log_probs(decoder, features, inputs, banned) -> torch.Tensor:
+    """(N, T, V) next-word log-probabilities by teacher forcing with the `banned` words removed."""
+    logits = decoder(features.expand(len(inputs), -1, -1), inputs).logits
+    logits[..., list(banned)] = float("-inf")
+    return torch.log_softmax(logits, -1)
+
+
+@pytest.mark.parametrize("seed,length_penalty", [(3, 0.6), (9, 0.6), (9, 1.0), (2, 2.0)])
+def test_wide_beam_finds_the_best_length_penalised_caption_by_enumeration(seed, length_penalty):
+    """Every caption of words {3, 4, 5} up to max_length 4 scored by the documented rule: total log-probability /
+    length^penalty, where the length of a caption that ended counts its <end> and one that ran to max_length
+    has none."""
+    decoder = make_decoder(vocab=6, seed=seed)
+    with torch.no_grad():
+        decoder.out.weight.mul_(3)  # sharper distributions, so lengths and probabilities differ more
+    real, banned, max_length = [3, 4, 5], (PAD, START), 4
+    images = torch.randn(3, 5, 6)
+    found = beam_search(
+        decoder, images, start_id=START, end_id=END, max_length=max_length, beam_size=121,
+        length_penalty=length_penalty, banned=banned,
+    )  # fmt: skip
+    penalty_mattered = end_counted = False
+    for b in range(len(images)):
+        scored = []  # (score, total log-probability, words, score had the length left out the <end>)
+        for n in range(max_length + 1):
+            captions = [list(w) for w in itertools.product(real, repeat=n)]
+            inputs = torch.tensor([[START] + w for w in captions])
+            with torch.no_grad():
+                log_probs = banned_log_probs(decoder, images[b : b + 1], inputs, banned)  # (N, n + 1, V)
+            word_totals = log_probs[:, :n].gather(-1, inputs[:, 1:].unsqueeze(-1)).sum((1, 2))  # (N,)
+            for i, words in enumerate(captions):
+                total = word_totals[i].item()
+                if n < max_length:  # ended: the <end> step is in the log-probability and in the length
+                    total += log_probs[i, n, END].item()
+                    scored.append((total / (n + 1) ** length_penalty, total, words, total / max(n, 1) ** length_penalty))
+                else:  # ran to max_length: no <end>
+                    scored.append((total / n**length_penalty, total, words, total / n**length_penalty))
+        best_score, best_total, best_words, _ = max(scored, key=lambda s: s[0])
+        runner_up = max(s[0] for s in scored if s[2] != best_words)
+        assert best_score - runner_up > 1e-4  # no near tie for float error to break
+        assert found.tokens[b] == best_words, b
+        assert found.log_probs[b].item() == pytest.approx(best_total, abs=1e-4)
+        penalty_mattered |= best_words != max(scored, key=lambda s: s[1])[2]
+        end_counted |= best_words != max(scored, key=lambda s: s[3])[2]
+    # these cases tell the rule apart: the penalty changes at least one image's caption, and so does counting
+    # the <end> in the length
+    assert penalty_mattered and end_counted
