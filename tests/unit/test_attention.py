@@ -125,3 +125,89 @@ def test_beams_of_an_image_meet_its_one_copy_of_the_keys(cls, monkeypatch):
         assert torch.allclose(score(queries, projected), copied, atol=1e-6)
         monkeypatch.setattr(FastAdditiveScore, "BLOCK_ELEMENTS", 1)  # one image per block
         assert torch.allclose(score(queries, projected), copied, atol=1e-6)
+
+
+# -- every size different: a scale, a projection or a grouping by the wrong size cannot pass ---------------
+
+Q, D, A, NUM_LOCATIONS = 6, 10, 4, 9  # query_dim, key_dim, attention_dim, num_locations: no two alike
+IMAGES, PER_IMAGE = 2, 3  # query n belongs to image n // PER_IMAGE (the rows of a beam search)
+
+
+def distinct_sizes(cls: type[Score]) -> tuple[Score, torch.Tensor, torch.Tensor]:
+    """A score with every size different, in float64 so that the formulas below match to rounding, and its
+    queries (N, Q) and keys (B, L, D)."""
+    torch.manual_seed(0)
+    score = cls(query_dim=Q, key_dim=D, attention_dim=A, num_locations=NUM_LOCATIONS).double()
+    with torch.no_grad():
+        for parameter in score.parameters():
+            parameter.normal_()  # weights of order 1, so that tanh is far from linear
+    queries = torch.randn(IMAGES * PER_IMAGE, Q, dtype=torch.float64)
+    keys = torch.randn(IMAGES, NUM_LOCATIONS, D, dtype=torch.float64)
+    return score, queries, keys
+
+
+# the key side of each score, h (D,) -> its projection, from the layer's weights
+KEY_FORMULAS = {
+    AdditiveScore: lambda m, h: m.key_proj.weight @ h + m.key_proj.bias,  # W_h h + b
+    FastAdditiveScore: lambda m, h: 2 * (m.key_proj.weight @ h + m.key_proj.bias),  # 2 (W_h h + b), doubled once
+    DotScore: lambda m, h: m.key_map.weight @ h,  # W_k h (D != Q)
+    ScaledDotScore: lambda m, h: m.key_map.weight @ h,
+    CosineScore: lambda m, h: m.key_map.weight @ h / (m.key_map.weight @ h).norm(),  # W_k h / |W_k h|
+    GeneralScore: lambda m, h: m.weight.weight @ h,  # W h
+    LocationScore: lambda m, h: h[:0],  # nothing: the image is not read
+}
+
+
+def _additive(m: Score, s: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    # v^T tanh(W_h h + b + W_s s)
+    return m.v.weight[0] @ torch.tanh(m.key_proj.weight @ h + m.key_proj.bias + m.query_proj.weight @ s)
+
+
+# each score of query s (Q,) against annotation vector h (D,), from the layer's weights
+SCORE_FORMULAS = {
+    AdditiveScore: _additive,
+    FastAdditiveScore: _additive,  # the same function
+    DotScore: lambda m, s, h: s @ (m.key_map.weight @ h),  # s^T W_k h
+    # s^T W_k h / sqrt(Q): the scale is the size of the two vectors multiplied, s and W_k h, both of size Q
+    ScaledDotScore: lambda m, s, h: s @ (m.key_map.weight @ h) / math.sqrt(Q),
+    CosineScore: lambda m, s, h: s @ (m.key_map.weight @ h) / (s.norm() * (m.key_map.weight @ h).norm()),
+    GeneralScore: lambda m, s, h: s @ (m.weight.weight @ h),  # s^T W h
+}
+
+
+@pytest.mark.parametrize("cls", ALL_SCORES)
+def test_project_keys_equals_the_formula_with_the_layers_weights(cls):
+    score, _, keys = distinct_sizes(cls)
+    projected = score.project_keys(keys)
+    expected = torch.stack([torch.stack([KEY_FORMULAS[cls](score, h) for h in image]) for image in keys])
+    assert projected.shape == expected.shape
+    assert torch.allclose(projected, expected, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("cls", list(SCORE_FORMULAS))
+def test_scores_equal_their_formulas_when_every_size_differs(cls):
+    score, queries, keys = distinct_sizes(cls)
+    expected = torch.tensor(
+        [[SCORE_FORMULAS[cls](score, s, h).item() for h in keys[n // PER_IMAGE]] for n, s in enumerate(queries)],
+        dtype=torch.float64,
+    )
+    with torch.no_grad():
+        assert torch.allclose(score(queries, score.project_keys(keys)), expected, rtol=0, atol=1e-12)
+        if cls is FastAdditiveScore:  # and in blocks of one image, as a search makes them
+            score.BLOCK_ELEMENTS = 1
+            assert torch.allclose(score(queries, score.project_keys(keys)), expected, rtol=0, atol=1e-12)
+
+
+def test_location_score_equals_its_formula_when_every_size_differs():
+    score, queries, keys = distinct_sizes(LocationScore)
+    expected = torch.stack([score.weight.weight @ s + score.weight.bias for s in queries])  # W s + b, (N, L)
+    assert torch.allclose(score(queries, score.project_keys(keys)), expected, rtol=0, atol=1e-12)
+
+
+def test_scaled_dot_divides_the_dot_score_by_the_root_of_the_query_size():
+    """Same weights: the ratio is sqrt(Q) = sqrt(6), not sqrt(D) = sqrt(10) nor sqrt(A) = 2."""
+    scaled, queries, keys = distinct_sizes(ScaledDotScore)
+    dot = DotScore(query_dim=Q, key_dim=D, attention_dim=A, num_locations=NUM_LOCATIONS).double()
+    dot.load_state_dict(scaled.state_dict())
+    ratio = dot(queries, dot.project_keys(keys)) / scaled(queries, scaled.project_keys(keys))
+    assert torch.allclose(ratio, torch.full_like(ratio, math.sqrt(Q)), rtol=1e-12, atol=0)
