@@ -34,9 +34,13 @@ from gradio_client.utils import QueueError
 from PIL import Image
 
 import demo
-from captioning.bundled import CAPTION_CHECKPOINTS
+from captioning.bundled import CAPTION_CHECKPOINTS, SHAPES_SOFT
+from captioning.export import PREVIEW_QUALITY, generate_caption, word_file_name
+from captioning.module import CaptioningModule
 from core.checkpoints import read_checkpoint
+from core.overlays import heat_maps, overlay
 from data.images import ImageLoadError, load_image
+from data.shapes_scene import generate_split_scene, render_scene
 from vqa.bundled import SHAPES_SAN, VQA_CHECKPOINTS
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -82,7 +86,7 @@ def write_bomb_png(path: Path, side: int = 30_000) -> Path:
 
 @pytest.fixture(scope="module")
 def pictures(tmp_path_factory) -> dict[str, Path]:
-    """The photo as JPEG, small copies of it in every awkward mode, and the bad files."""
+    """The photo as JPEG, small copies of it in every awkward mode, a ShapesWorld scene, and the bad files."""
     skimage_data = pytest.importorskip("skimage.data")
     folder = tmp_path_factory.mktemp("pictures")
     photo = Image.fromarray(skimage_data.coffee())  # 600 x 400
@@ -113,6 +117,8 @@ def pictures(tmp_path_factory) -> dict[str, Path]:
     paths["truncated.jpg"] = folder / "truncated.jpg"
     paths["truncated.jpg"].write_bytes(encoded.getvalue()[: len(encoded.getvalue()) // 2])
     paths["bomb.png"] = write_bomb_png(folder / "bomb.png")
+    paths["scene"] = folder / "scene.png"  # a ShapesWorld test scene, non-square, for the ShapesWorld models
+    render_scene(generate_split_scene(0, "test", 3), 224).resize((300, 200), Image.Resampling.BILINEAR).save(paths["scene"])
     assert Image.open(paths["sixteen.png"]).mode.startswith("I;16") and Image.open(paths["cmyk.jpg"]).mode == "CMYK"
     return paths
 
@@ -146,6 +152,7 @@ def vocabulary() -> dict[str, set[str]]:
 
 
 DEFAULT_MODEL = next(iter(CAPTION_CHECKPOINTS))  # the one the app chooses at first
+SHAPES_CAPTIONS = next(name for name, path in CAPTION_CHECKPOINTS.items() if path == SHAPES_SOFT)
 
 
 def caption(
@@ -243,6 +250,55 @@ def test_the_caption_and_its_overlays_come_before_the_export(pictures, tmp_path)
         names = exported.namelist()
     assert sum(n.endswith(".png") and "/word_" in n for n in names) == len(gallery)
     assert not any(n.endswith(".jpg") for n in names)
+
+
+def jpeg_round_trip(picture: Image.Image) -> Image.Image:
+    """The picture as the app's gallery holds it: encoded as a JPEG preview and decoded again."""
+    encoded = io.BytesIO()
+    picture.save(encoded, format="JPEG", quality=PREVIEW_QUALITY)
+    return Image.open(io.BytesIO(encoded.getvalue())).convert("RGB")
+
+
+def mean_difference(a: Image.Image, b: Image.Image) -> float:
+    """Mean absolute difference per channel of two pictures of the same size, in levels of 0..255."""
+    assert a.size == b.size, f"{a.size} != {b.size}"
+    return float(np.abs(np.asarray(a.convert("RGB"), dtype=np.int16) - np.asarray(b.convert("RGB"), dtype=np.int16)).mean())
+
+
+@pytest.mark.parametrize(
+    ("model", "photo"), [pytest.param(DEFAULT_MODEL, "coffee", marks=pytest.mark.slow), (SHAPES_CAPTIONS, "scene")]
+)
+def test_the_apps_caption_gallery_and_export_are_generate_captions_for_the_same_photo(client, pictures, model, photo):
+    """What the app answers is what `captioning.export.generate_caption` gives for the same photo, model and
+    beam width: the same words, each gallery picture that word's own overlay (a JPEG of it: within JPEG's
+    tolerance), and in the export zip each word's PNG exactly that overlay and caption.json the same weights."""
+    beam_size = 2
+    text, gallery, archive = caption(client, pictures[photo], model, beam_size)
+
+    image = load_image(pictures[photo])
+    image.thumbnail((demo.WORK_SIZE, demo.WORK_SIZE))  # as the app works on it
+    captioner = CaptioningModule.load(CAPTION_CHECKPOINTS[model], map_location="cpu")
+    words, weights = generate_caption(captioner, image, beam_size)
+    expected = [overlay(image, heat) for heat in heat_maps(weights, captioner.encoder.grid_size, image.size)]
+    assert len(words) >= 3 and mean_difference(expected[0], expected[-1]) > 1.0  # words looked at different places
+
+    assert text == " ".join(words)
+    assert [item["caption"] for item in gallery] == words
+    for number, (item, picture) in enumerate(zip(gallery, expected), start=1):
+        with Image.open(item["image"]) as shown:
+            difference = mean_difference(shown, jpeg_round_trip(picture))
+        assert difference <= 0.5, f"gallery picture {number} ({words[number - 1]!r}) is off by {difference:.2f} levels"
+
+    with zipfile.ZipFile(archive) as exported:
+        names = exported.namelist()
+        record = json.loads(exported.read(next(n for n in names if n.endswith("/caption.json"))))
+        assert record["words"] == words
+        np.testing.assert_allclose(np.array(record["weights"]), weights.numpy(), rtol=0, atol=1e-7)
+        for number, (word, picture) in enumerate(zip(words, expected), start=1):
+            name = next(n for n in names if n.endswith("/" + word_file_name(number, word)))
+            with Image.open(io.BytesIO(exported.read(name))) as written:
+                difference = np.abs(np.asarray(written.convert("RGB"), dtype=np.int16) - np.asarray(picture, dtype=np.int16)).max()
+            assert difference <= 1, f"{name} differs from its overlay by up to {difference} levels"
 
 
 @pytest.mark.parametrize("model", list(CAPTION_CHECKPOINTS))
