@@ -219,7 +219,10 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         """The attention mode's objective on the batch's captions -> (its terms, alpha (B, T, L))."""
         captions = batch["captions"]  # (B, T+1) <start> w1 .. wn <end> <pad>..
         training = stage == "train"
-        read = self.attention.training_read() if training else self.attention.inference_read()
+        if training:
+            read = self.attention.training_read(self._from_first_process)
+        else:
+            read = self.attention.inference_read()
         out = self.decoder(self.features(batch["inputs"]), captions[:, :-1], read)
         terms = self.attention.loss(
             out,
@@ -267,6 +270,12 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         )
         self._log_and_check(terms, "train", batch_size=len(batch["index"]))
         return terms.total
+
+    def _from_first_process(self, value: Tensor) -> Tensor:
+        """The first process's value of a tensor in a distributed run (itself when there is one process)."""
+        if self.trainer.world_size == 1:
+            return value
+        return self.all_gather(value)[0]
 
     def _mean_over_processes(self, value: Tensor) -> Tensor:
         """A scalar averaged over the processes of a distributed run (itself when there is one process)."""

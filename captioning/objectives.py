@@ -21,6 +21,11 @@ from torch import Tensor, nn
 from captioning.decoder import Expectation, Read, Sample, TeacherForced
 
 
+def this_process(value: Tensor) -> Tensor:
+    """A tensor's value in a run of one process: the value itself (see `AttentionObjective.training_read`)."""
+    return value
+
+
 @dataclass
 class LossTerms:
     """A training objective's value and its parts."""
@@ -42,8 +47,13 @@ class AttentionObjective(nn.Module):
         super().__init__()
         self.inference = inference
 
-    def training_read(self) -> Read:
-        """How the decoder reads the image for the next training minibatch."""
+    def training_read(self, first_process: Callable[[Tensor], Tensor] = this_process) -> Read:
+        """How the decoder reads the image for the next training minibatch.
+
+        `first_process` gives the first process's value of a tensor in a distributed run (the value itself in
+        one process): a random choice made through it is the same on every process, which must then take the
+        same steps (a sampled minibatch's baseline update averages over all of them).
+        """
         raise NotImplementedError
 
     def inference_read(self) -> Read:
@@ -79,7 +89,7 @@ class SoftAttention(AttentionObjective):
         self.penalty_weight = penalty_weight
         self.entropy_weight = entropy_weight
 
-    def training_read(self) -> Read:
+    def training_read(self, first_process: Callable[[Tensor], Tensor] = this_process) -> Read:
         return Expectation()
 
     def loss(self, out: TeacherForced, targets: Tensor, *, pad_id: int, label_smoothing: float) -> LossTerms:
@@ -229,8 +239,10 @@ class HardAttention(AttentionObjective):
         self.expectation_probability = expectation_probability
         self.register_buffer("baseline", torch.zeros(()))
 
-    def training_read(self) -> Read:
-        if float(torch.rand(())) < self.expectation_probability:
+    def training_read(self, first_process: Callable[[Tensor], Tensor] = this_process) -> Read:
+        # one Bernoulli draw per minibatch, the first process's on every process: their own global generators
+        # drift apart as soon as their minibatches differ in length (dropout and sampling draw per word)
+        if float(first_process(torch.rand(()))) < self.expectation_probability:
             return Expectation()
         return Sample()
 

@@ -1,5 +1,6 @@
 """Nothing is lost on a crash: a training run killed with SIGKILL mid-epoch and resumed from its last checkpoint
-ends with exactly the weights of the same run never stopped; a run whose loss or weights turn NaN stops with
+ends with exactly the weights of the same run never stopped (with soft attention, and with hard attention, whose
+sampled locations and REINFORCE baseline must resume too); a run whose loss or weights turn NaN stops with
 a message naming the problem and keeps its last good checkpoint."""
 
 from __future__ import annotations
@@ -61,12 +62,13 @@ def model_checkpoint(dirpath: Path, every: int) -> dict:
     }
 
 
-def tiny_fit(run_dir: Path, cache: Path, callbacks: list[dict], *extra: str, logged: bool = True) -> list[str]:
-    """`fit` arguments for a tiny ShapesWorld model, training only (no validation), logging every step to a CSV
-    file under `run_dir` (or not at all)."""
+def tiny_fit(run_dir: Path, cache: Path, callbacks: list[dict], *extra: str, logged: bool = True,
+             config: str = "shapes_soft.yaml") -> list[str]:
+    """`fit` arguments for a tiny ShapesWorld model of `config`, training only (no validation), logging every step
+    to a CSV file under `run_dir` (or not at all)."""
     logger = [f"--trainer.logger.init_args.save_dir={run_dir}"] if logged else ["--trainer.logger=false"]
     return [
-        "fit", "--config", str(CONFIGS / "shapes_soft.yaml"),
+        "fit", "--config", str(CONFIGS / config),
         "--data.dataset.init_args.train_size=8", "--data.dataset.init_args.val_size=4",
         "--data.dataset.init_args.test_size=4", "--data.dataset.init_args.heldout_size=4",
         "--model.embed_dim=16", "--model.decoder_dim=16", "--model.attention_dim=16",
@@ -91,22 +93,26 @@ def finished(process: subprocess.Popen, timeout: float = 300) -> str:
     return stderr
 
 
-def train_losses(metrics_csv: Path) -> dict[int, float]:
-    """step -> train/loss of one CSV log."""
+def train_logged(metrics_csv: Path, name: str = "train/loss") -> dict[int, float]:
+    """step -> the value of `name` (train/loss by default) in one CSV log."""
     with metrics_csv.open() as file:
-        return {int(row["step"]): float(row["train/loss"]) for row in csv.DictReader(file) if row.get("train/loss")}
+        return {int(row["step"]): float(row[name]) for row in csv.DictReader(file) if row.get(name)}
 
 
 @pytest.mark.slow
-def test_a_run_killed_mid_epoch_and_resumed_ends_with_the_weights_of_the_run_never_stopped(tmp_path):
+@pytest.mark.parametrize("config", ["shapes_soft.yaml", "shapes_hard.yaml"], ids=["soft", "hard"])
+def test_a_run_killed_mid_epoch_and_resumed_ends_with_the_weights_of_the_run_never_stopped(tmp_path, config):
     """40 (image, caption) pairs in batches of 10: 4 steps an epoch, 3 epochs, last.ckpt every 3 steps (3, 6 and
     9 are mid-epoch), dropout 0.3 and a per-epoch learning-rate decay, so the data order, the random state,
-    the optimiser and the scheduler must all resume exactly."""
+    the optimiser and the scheduler must all resume exactly. Hard attention adds, from the same random state,
+    the choice of sampling or reading the expectation for each minibatch and the sampled locations, and the
+    REINFORCE baseline, a buffer of the model."""
     cache = tmp_path / "cache"
     common = ["--data.batch_size=10", "--trainer.max_epochs=3", "--trainer.deterministic=true"]
 
     whole_dir = tmp_path / "whole"
-    whole = fit_process(tiny_fit(whole_dir, cache, [model_checkpoint(whole_dir / "ckpt", 3)], *common), tmp_path)
+    whole = fit_process(tiny_fit(whole_dir, cache, [model_checkpoint(whole_dir / "ckpt", 3)], *common, config=config),
+                        tmp_path)
     finished(whole)
     final = read_checkpoint(whole_dir / "ckpt" / "last.ckpt")
     assert final["global_step"] == 12
@@ -115,7 +121,7 @@ def test_a_run_killed_mid_epoch_and_resumed_ends_with_the_weights_of_the_run_nev
     last = crashed_dir / "ckpt" / "last.ckpt"
     stall = {"class_path": "test_crash_safety.StallAfter", "init_args": {"step": 5}}
     callbacks = [model_checkpoint(crashed_dir / "ckpt", 3), stall]
-    crashed = fit_process(tiny_fit(crashed_dir, cache, callbacks, *common), tmp_path)
+    crashed = fit_process(tiny_fit(crashed_dir, cache, callbacks, *common, config=config), tmp_path)
     deadline = time.monotonic() + 240
     while not last.exists() and crashed.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -126,18 +132,28 @@ def test_a_run_killed_mid_epoch_and_resumed_ends_with_the_weights_of_the_run_nev
     assert step == 3  # in the middle of epoch 0 (4 steps an epoch): the rest of it and its end are redone
 
     resumed = fit_process(tiny_fit(crashed_dir, cache, [model_checkpoint(crashed_dir / "ckpt", 3)], *common,
-                                   "--ckpt_path=last"), tmp_path)
+                                   "--ckpt_path=last", config=config), tmp_path)
     stderr = finished(resumed)
     assert "not resumable" not in stderr  # Lightning's warning for a loader that cannot resume mid-epoch
     resumed_final = read_checkpoint(last)
     assert resumed_final["global_step"] == 12
-    for name, weight in final["state_dict"].items():
+    assert resumed_final["state_dict"].keys() == final["state_dict"].keys()
+    for name, weight in final["state_dict"].items():  # the hard model's baseline, "attention.baseline", included
         torch.testing.assert_close(resumed_final["state_dict"][name], weight, rtol=0, atol=0, msg=name)
     # the resumed run's own log (the killed one's was never flushed) has the losses of the steps it ran
-    whole_losses = train_losses(next(whole_dir.rglob("metrics.csv")))
-    resumed_losses = train_losses(max(crashed_dir.rglob("metrics.csv"), key=lambda p: p.stat().st_mtime))
+    whole_log = next(whole_dir.rglob("metrics.csv"))
+    resumed_log = max(crashed_dir.rglob("metrics.csv"), key=lambda p: p.stat().st_mtime)
+    whole_losses, resumed_losses = train_logged(whole_log), train_logged(resumed_log)
     assert sorted(whole_losses) == list(range(12)) and len(resumed_losses) == 12 - step
     assert resumed_losses == pytest.approx({s: whole_losses[s] for s in resumed_losses}, rel=1e-6, abs=1e-7)
+    if config == "shapes_hard.yaml":  # the same minibatches sampled, and the same baseline, step by step
+        sampled = train_logged(whole_log, "train/sampled")
+        assert any(sampled[s] for s in resumed_losses)  # sampled minibatches after the kill too (seed 0: 4 and 5)
+        assert final["state_dict"]["attention.baseline"] < 0  # an average of log-likelihoods, moved from 0
+        for name in ["train/sampled", "train/baseline"]:
+            whole_values = train_logged(whole_log, name)
+            expected = {s: whole_values[s] for s in resumed_losses}
+            assert train_logged(resumed_log, name) == pytest.approx(expected, rel=1e-6, abs=1e-7), name
 
 
 def test_the_training_loader_resumes_in_the_middle_of_its_epoch():

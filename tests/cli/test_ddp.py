@@ -1,6 +1,7 @@
 """Lightning DDP on two CPU processes through both CLIs: `fit` runs (validation included), `test` on two
 processes reports the metrics one process reports for the same checkpoint and data, and `predict` writes one
-complete results file; and `core.gathering`, which makes that so, on two plain gloo processes.
+complete results file; `core.gathering`, which makes that so, on two plain gloo processes; and hard attention's
+REINFORCE baseline, which must stay one value on both processes of a `fit`.
 
 The evaluated splits have an odd number of samples, so Lightning's DistributedSampler repeats one to pad the
 second process's shard: the metrics match only when every process's records are gathered and the repeat is
@@ -10,15 +11,21 @@ alike, which would hide a wrong gathering).
 
 import importlib
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from core.checkpoints import read_checkpoint
 from core.gathering import computed_on_rank_zero, gather_by_key
 from tests.helpers import REPO, metrics_of, run_module
 
@@ -95,6 +102,88 @@ def gather_and_score_on(rank: int, init_file: str) -> None:
 
 def test_records_are_gathered_once_per_sample_and_scored_once_for_all_processes(tmp_path):
     mp.spawn(gather_and_score_on, args=(str(tmp_path / "rendezvous"),), nprocs=2)
+
+
+class RecordBaseline(L.Callback):
+    """Writes, after every training step, the hard-attention baseline, whether the minibatch was sampled and its
+    padded caption length, to `path` with the process's rank appended: one JSON line a step."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        record = {
+            "step": trainer.global_step,
+            "baseline": pl_module.attention.baseline.item(),
+            "sampled": trainer.callback_metrics["train/sampled"].item(),
+            "length": batch["captions"].shape[1],
+        }
+        with open(f"{self.path}.rank{trainer.global_rank}", "a") as file:
+            file.write(json.dumps(record) + "\n")
+
+
+def fit_watched(args: list[str], cwd: Path, records: Path, stall: float = 15) -> list[list[dict]]:
+    """`python -m captioning fit args` with a RecordBaseline writing to `records`: what each process recorded.
+    The run and its second process are killed, and the test fails, when the records stop growing for `stall`
+    seconds mid-run (a process waiting for the other in a collective hangs until gloo's 30-minute timeout)."""
+    with (cwd / "fit.log").open("w+") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "captioning", "fit", *args], cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True,  # its own group, to kill both
+        )
+        size, changed = 0, time.monotonic()
+        while process.poll() is None:
+            now_size = sum(path.stat().st_size for path in cwd.glob(f"{records.name}.rank*"))
+            if now_size != size:
+                size, changed = now_size, time.monotonic()
+            if time.monotonic() - changed > (stall if size else 300):  # the first step comes after the start-up
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                steps = [len(path.read_text().splitlines()) for path in sorted(cwd.glob(f"{records.name}.rank*"))]
+                pytest.fail(f"training hung after {steps} steps on the two processes")
+            time.sleep(0.2)
+        log.seek(0)
+        assert process.returncode == 0, log.read()[-5000:]
+    return [[json.loads(line) for line in Path(f"{records}.rank{rank}").read_text().splitlines()] for rank in (0, 1)]
+
+
+@pytest.mark.parametrize(
+    "batch_size",
+    [
+        8,  # every minibatch's captions padded to 14 words, on both processes
+        2,  # the processes' minibatches padded to other lengths: their own generators drift apart
+    ],
+    ids=["same-lengths", "other-lengths"],
+)
+def test_hard_attention_keeps_one_baseline_on_two_processes(tmp_path, batch_size):
+    """REINFORCE's moving-average baseline is averaged over the processes after every sampled minibatch: both
+    processes hold the same value after each step (bit for bit), having made the same choice of sampling or
+    reading the expectation, and the run completes, also when the two processes' minibatches have captions of
+    different lengths (which a real dataset's minibatches have)."""
+    records = tmp_path / "baseline"
+    record = {"class_path": "tests.cli.test_ddp.RecordBaseline", "init_args": {"path": str(records)}}
+    args = [
+        "--config", str(REPO / "configs" / "captioning" / "shapes_hard.yaml"),
+        *shapes("data.shapes.ShapesWorld", test_size=1), f"--data.batch_size={batch_size}", *QUIET, *DDP,
+        *logged_to(tmp_path / "fit"), f"--data.cache_dir={tmp_path / 'cache'}", "--trainer.max_epochs=1",
+        "--trainer.limit_train_batches=5", "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0",
+        "--model.embed_dim=8", "--model.decoder_dim=16", "--model.attention_dim=8", "--seed_everything=0",
+        f"--trainer.callbacks+={json.dumps(record)}",
+    ]
+    ranks = fit_watched(args, tmp_path, records)
+    assert [r["step"] for r in ranks[0]] == [1, 2, 3, 4, 5]
+    lengths = [[r.pop("length") for r in steps] for steps in ranks]
+    assert (lengths[0] == lengths[1]) == (batch_size == 8)  # in minibatches of 2, the processes' lengths differ
+    assert ranks[1] == ranks[0]  # the same choice of reading and the same baseline on both at every step
+    sampled = [bool(r["sampled"]) for r in ranks[0]]
+    assert any(sampled) and not all(sampled)  # seed 0: both kinds of minibatch
+    baselines = [r["baseline"] for r in ranks[0]]
+    assert all(b < 0 for b in baselines[sampled.index(True):])  # an average of log-likelihoods, moved from 0
+    for previous, now, was_sampled in zip([0.0, *baselines], baselines, sampled):
+        assert (now != previous) == was_sampled  # only a sampled minibatch moves it
+    # the checkpoint saved at the end holds that baseline
+    saved = read_checkpoint(next((tmp_path / "fit").rglob("last.ckpt")))["state_dict"]["attention.baseline"]
+    assert saved.item() == baselines[-1]
 
 
 def test_captioning_fit_and_test_on_two_processes(tmp_path, monkeypatch):
