@@ -11,8 +11,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 from captioning.datamodule import CaptionDataModule
 from captioning.decoder import Read
 from captioning.module import CaptioningModule
-from core.checkpoints import CheckpointError
-from core.cli import CheckpointSafeCLI, show_progress_messages
+from core.cli import CheckpointSafeCLI
 from core.results import ResultsWriter
 
 
@@ -86,13 +85,4 @@ def image_id_of(path: str) -> int | str:
 
 
 def main(args: list[str] | None = None) -> CaptioningCLI:
-    show_progress_messages()
-    try:
-        return CaptioningCLI(
-            CaptioningModule,
-            CaptionDataModule,
-            save_config_kwargs={"overwrite": True},
-            args=args,
-        )
-    except CheckpointError as error:
-        raise SystemExit(f"error: {error}") from None
+    return CaptioningCLI.main(CaptioningModule, CaptionDataModule, args)

@@ -6,10 +6,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import torch.distributed as dist
 from jsonargparse import Namespace
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from core.checkpoints import (
+    CheckpointError,
     check_kind,
     check_weights_fit,
     read_checkpoint,
@@ -53,6 +55,24 @@ class CheckpointSafeCLI(LightningCLI):
         kwargs.setdefault("parser_class", RunFolderParser)
         parser_kwargs = with_trainer_base(parser_kwargs, self.subcommands())
         super().__init__(*args, trainer_defaults=defaults, parser_kwargs=parser_kwargs, **kwargs)
+
+    @classmethod
+    def main(cls, model_class: type, datamodule_class: type, args: list[str] | None = None) -> CheckpointSafeCLI:
+        """Run the command line (`args`, or the process's own): a CheckpointError ends it with its message, and a
+        distributed run leaves its process group closed.
+
+        Lightning opens the process group of a DDP run but closes only NCCL ones at exit; a gloo group (CPU
+        training) left open is torn down with the interpreter, where its threads can end the process with
+        "terminate called without an active exception" and a failure exit status after a run that succeeded.
+        """
+        show_progress_messages()
+        try:
+            return cls(model_class, datamodule_class, save_config_kwargs={"overwrite": True}, args=args)
+        except CheckpointError as error:
+            raise SystemExit(f"error: {error}") from None
+        finally:
+            if dist.is_available() and dist.is_initialized():
+                dist.destroy_process_group()
 
     def _parse_ckpt_path(self) -> None:
         # LightningCLI's own version reads the file's hyper-parameters into the config; this one checks the file

@@ -7,8 +7,7 @@ from typing import Any
 
 from lightning.pytorch.cli import LightningArgumentParser
 
-from core.checkpoints import CheckpointError
-from core.cli import CheckpointSafeCLI, show_progress_messages
+from core.cli import CheckpointSafeCLI
 from core.results import ResultsWriter
 from vqa.datamodule import VqaDataModule
 from vqa.module import VqaModule
@@ -42,8 +41,4 @@ class VqaCLI(CheckpointSafeCLI):
 
 
 def main(args: list[str] | None = None) -> VqaCLI:
-    show_progress_messages()
-    try:
-        return VqaCLI(VqaModule, VqaDataModule, save_config_kwargs={"overwrite": True}, args=args)
-    except CheckpointError as error:
-        raise SystemExit(f"error: {error}") from None
+    return VqaCLI.main(VqaModule, VqaDataModule, args)

@@ -247,3 +247,19 @@ def test_vqa_fit_test_and_predict_on_two_processes(tmp_path, monkeypatch):
     assert len(questions) % 2 == 1
     results = json.loads(output.read_text())
     assert [r["question_id"] for r in results] == [q.question_id for q in questions]
+
+
+def test_a_ddp_run_leaves_its_process_group_closed(tmp_path, monkeypatch):
+    """Lightning closes only NCCL process groups; a gloo one left open is torn down with the interpreter, where
+    its threads can fail a finished run ("terminate called without an active exception"). The CLI closes it."""
+    from vqa.bundled import SHAPES_SAN
+    from vqa.cli import main
+    from vqa.module import VqaModule
+
+    checkpoint = full_checkpoint(SHAPES_SAN, VqaModule, tmp_path / "san.ckpt")
+    data = [*shapes("data.shapes_vqa.ShapesWorldVqa", test_size=3), *QUIET, f"--data.cache_dir={tmp_path / 'cache'}"]
+    monkeypatch.setattr(sys, "argv", ["vqa"])
+    one_process_ddp = ["--trainer.strategy=ddp", "--trainer.devices=1", "--trainer.accelerator=cpu"]
+    main(["test", *data, f"--ckpt_path={checkpoint}", *one_process_ddp, *logged_to(tmp_path / "test")])
+    assert metrics_of(tmp_path / "test")["test/accuracy"] > 0.3  # the run did happen, in a process group
+    assert not dist.is_initialized()
