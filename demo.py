@@ -7,8 +7,9 @@
 Two tabs. "Caption": a photo, a captioning model, a beam width -> the caption and one attention overlay per
 word, then (a moment later: it is written after the page has them) a zip of the export folder
 (`captioning.export.CaptionOverlays`: overlays, grid, GIF, JSON).
-"Ask": a photo, a VQA model and a question -> the top answers with their probabilities and one overlay per
-attention hop (`vqa.export.export_answer`). The default models are the bundled ones (`captioning.bundled`,
+"Ask": a photo, a VQA model and a question -> the top answers (as words: "tissue roll", not DAQUAR's label
+`tissue_roll`) with their probabilities and one overlay per attention hop (`vqa.export.export_answer`); its
+examples pick the model they were made for along with the picture and the question. The default models are the bundled ones (`captioning.bundled`,
 `vqa.bundled`): captioning trained on Flickr8k photos and on ShapesWorld scenes, VQA on DAQUAR's indoor photos
 and on ShapesWorld; any checkpoint of the project can be given instead.
 
@@ -16,24 +17,37 @@ Offline by construction: analytics (and with them Gradio's version check) are of
 the theme's fonts are served by the app itself, nothing is shared, and the server binds to 127.0.0.1
 unless told otherwise. Uploads are opened by `data.images.load_image`, never by Gradio, so every unreadable
 file (not an image, truncated, a decompression bomb) becomes a message in the page that names the problem,
-and every readable one (16-bit, CMYK, palette, transparent, grayscale, camera-rotated) works.
+and every readable one (16-bit, CMYK, palette, transparent, grayscale, camera-rotated) works. A refused request
+(a bad upload, question or setting) is a message in the page and one line in the terminal, never a traceback;
+those are kept for real faults.
+
+Stopping the app, with Ctrl-C or `kill` (SIGTERM), leaves nothing behind: its work folder, which holds Gradio's
+own copies of uploads and results too, is deleted on the way out.
 """
 
 from __future__ import annotations
 
-import os
-
-os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"  # before gradio is imported: no telemetry, no version check
-
-import argparse
 import atexit
-import re
+import os
 import shutil
 import tempfile
+from pathlib import Path
+
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"  # before gradio is imported: no telemetry, no version check
+# The app's files (example pictures, each request's exports) and Gradio's own copies of uploads and results go
+# into this one folder, deleted when the process exits, so stopping the app leaves nothing behind. Gradio reads
+# GRADIO_TEMP_DIR when it is imported (and again whenever a component is made), hence here, before the import.
+WORK_DIR = Path(tempfile.mkdtemp(prefix="visual-attention-demo-"))
+atexit.register(shutil.rmtree, WORK_DIR, ignore_errors=True)
+os.environ.setdefault("GRADIO_TEMP_DIR", str(WORK_DIR / "gradio"))
+
+import argparse
+import logging
+import re
+import signal
 import time
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -44,12 +58,18 @@ from PIL import Image
 from captioning.bundled import CAPTION_CHECKPOINTS
 from captioning.export import CaptionOverlays, generate_caption
 from captioning.module import CaptioningModule
-from data.images import ImageLoadError, load_image
+from data.images import ImageLoadError, ImageProblem, load_image
 from data.shapes_scene import generate_split_scene, render_scene
-from vqa.bundled import VQA_CHECKPOINTS
+from vqa.answers import answer_words
+from vqa.bundled import DAQUAR_SAN, SHAPES_SAN, VQA_CHECKPOINTS
 from vqa.export import export_answer
 from vqa.module import VqaModule
-from vqa.questions import QuestionError
+from vqa.questions import (
+    QuestionError,
+    cut_notice,
+    empty_question_message,
+    example_question,
+)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7860
@@ -60,6 +80,7 @@ TOP_ANSWERS = 5
 # overlays at a 12-megapixel photo's own size would take seconds per word to draw and to send.
 WORK_SIZE = 1024
 MAX_UPLOAD = "50mb"
+MAX_PIXELS = 50_000_000  # larger pictures are refused from their header, before decoding (decompression bombs)
 PICTURE_SUFFIXES = frozenset({".png", ".gif", ".jpg", ".jpeg"})  # stored in the export zip, not deflated
 EXPORT_MAX_AGE_S = 15 * 60  # an answer's files are deleted this long after (the page has its own copies)
 # Requests waiting at most, both tabs together (one of each tab runs meanwhile). One more is refused at once
@@ -69,16 +90,35 @@ DEFAULT_MAX_QUEUE = 64
 # Real photos from scikit-image and ShapesWorld test scenes (what the bundled ShapesWorld models were trained on).
 PHOTO_EXAMPLES = ("coffee", "astronaut", "chelsea")
 SCENE_EXAMPLES = (3, 1, 6)  # indices of ShapesWorld test scenes (seed 0)
-QUESTION_EXAMPLES = (  # (example picture, question): a photo for the DAQUAR model, scenes for ShapesWorld's
-    ("coffee", "what is on the table?"),
-    ("scene_3", "what colour is the circle?"),
-    ("scene_1", "what shape is the large object?"),
-    ("scene_6", "how many objects are there?"),
+# (example picture, the checkpoint the question was made for, question): picking one also picks its model, shown
+# only when the app has that checkpoint loaded (under any name). A model's first question here is the one the app
+# suggests to a user of it who asks nothing.
+QUESTION_EXAMPLES = (
+    ("coffee", DAQUAR_SAN, "what is on the table?"),
+    ("scene_3", SHAPES_SAN, "what colour is the circle?"),
+    ("scene_1", SHAPES_SAN, "what shape is the large object?"),
+    ("scene_6", SHAPES_SAN, "how many objects are there?"),
 )
+# What a person is told about an upload the image loader refused, by the kind of problem; `{name}` is the name the
+# file was uploaded with. The loader's own messages are for Python users (paths, max_pixels, PIL's reasons).
+UPLOAD_PROBLEMS = {
+    ImageProblem.NOT_AN_IMAGE: "{name} is not a picture this app can read: upload a photo saved as JPEG, PNG, GIF, "
+    "WebP, BMP or TIFF.",
+    ImageProblem.CORRUPT: "{name} is damaged or incomplete (it may have been cut short while it was saved or "
+    "uploaded): upload it again, or another copy of it.",
+    ImageProblem.TOO_LARGE: f"{{name}} is too large: this app takes pictures of up to {MAX_PIXELS // 1_000_000} "
+    "megapixels. Upload a smaller copy.",
+    ImageProblem.UNSUPPORTED_MODE: "{name} stores its colours in a way this app cannot read: save it as an ordinary "
+    "JPEG or PNG and upload it again.",
+}
+UPLOAD_PROBLEM = "{name} could not be read: upload it again, or another picture."  # any other kind of problem
+
+log = logging.getLogger("demo")
 
 
 Upload = Mapping[str, Any] | None  # an image component's raw value: {"path", "orig_name", ...}, or None
 Gallery = list[tuple[str, str]]  # (picture path, title) pairs, as gr.Gallery shows them
+Example = tuple[str, str, str]  # (example picture, model name, question), a row of the Ask tab's examples
 
 
 # -- models and files ------------------------------------------------------------------------------------------
@@ -91,6 +131,26 @@ def load_models(
     captioners = {name: CaptioningModule.load(path, map_location="cpu") for name, path in caption_checkpoints.items()}
     answerers = {name: VqaModule.load(path, map_location="cpu") for name, path in vqa_checkpoints.items()}
     return captioners, answerers
+
+
+def stop_on_sigterm() -> None:
+    """Make `kill` (SIGTERM) stop the served app as Ctrl-C does: Gradio closes its server on the interruption and
+    the process exits normally, so the atexit clean-up of WORK_DIR runs (Python's default for SIGTERM skips it)."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
+def question_examples(vqa_checkpoints: Mapping[str, Path]) -> list[Example]:
+    """The rows of QUESTION_EXAMPLES whose checkpoint the app has loaded, with the name it has there."""
+    names = {Path(path).resolve(): name for name, path in vqa_checkpoints.items()}
+    return [
+        (picture, names[checkpoint.resolve()], question)
+        for picture, checkpoint, question in QUESTION_EXAMPLES
+        if checkpoint.resolve() in names
+    ]
 
 
 def write_examples(folder: Path) -> dict[str, Path]:
@@ -138,6 +198,13 @@ def safe_stem(name: str) -> str:
 # -- request handling -------------------------------------------------------------------------------------------
 
 
+def refusal(message: str) -> gr.Error:
+    """The error to raise for an expected refusal (a bad upload, question or setting): Gradio shows `message` in
+    the page and, as print_exception=False, prints no traceback; the terminal gets this one line instead."""
+    log.warning("request refused: %s", message)
+    return gr.Error(message, print_exception=False)
+
+
 def uploaded_image(upload: Upload) -> tuple[Image.Image, str]:
     """The uploaded picture as upright RGB (at most WORK_SIZE a side) and the name it was uploaded with.
 
@@ -145,17 +212,17 @@ def uploaded_image(upload: Upload) -> tuple[Image.Image, str]:
     opens the file itself): a dict with the server-side "path" and the "orig_name", or None.
 
     Raises:
-        gr.Error: nothing was uploaded, or `load_image` could not read the file; the message is the
-            loader's, naming the file as the user called it rather than by its server-side path.
+        gr.Error: nothing was uploaded, or `load_image` could not read the file; the message says what is wrong
+            in UPLOAD_PROBLEMS' words, naming the file as the user called it.
     """
     if not upload:
-        raise gr.Error("No image: upload a photo (or pick an example) first.")
+        raise refusal("No image: upload a photo (or pick an example) first.")
     path = Path(upload["path"])
     name = upload.get("orig_name") or path.name
     try:
-        image = load_image(path)
+        image = load_image(path, max_pixels=MAX_PIXELS)
     except ImageLoadError as error:
-        raise gr.Error(str(error).replace(str(path), name)) from None
+        raise refusal(UPLOAD_PROBLEMS.get(error.problem, UPLOAD_PROBLEM).format(name=name)) from None
     image.thumbnail((WORK_SIZE, WORK_SIZE))
     return image, name
 
@@ -164,7 +231,7 @@ def beam_width(value: Any) -> int:
     """The slider's value as a beam width, checked here because API callers can send anything."""
     whole = isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer()
     if not whole or not 1 <= value <= MAX_BEAM_SIZE:
-        raise gr.Error(f"The beam size must be a whole number from 1 to {MAX_BEAM_SIZE}, got {value!r}.")
+        raise refusal(f"The beam size must be a whole number from 1 to {MAX_BEAM_SIZE}, got {value!r}.")
     return int(value)
 
 
@@ -172,19 +239,31 @@ def chosen(models: Mapping[str, Any], name: Any) -> Any:
     """The model the radio button named, checked here because API callers can send anything."""
     model = models.get(name) if isinstance(name, str) else None
     if model is None:
-        raise gr.Error(f"Unknown model {name!r}: choose one of {', '.join(map(repr, models))}.")
+        raise refusal(f"Unknown model {name!r}: choose one of {', '.join(map(repr, models))}.")
     return model
 
 
 class Handlers:
-    """What the two tabs do, with the models loaded once and a folder for the files each request writes."""
+    """What the two tabs do, with the models loaded once and a folder for the files each request writes.
+
+    `examples` are the Ask tab's example rows: a model's first example question is what a user who asks it
+    nothing is told to try (a model without one gets `vqa.questions.example_question`'s suggestion).
+    """
 
     def __init__(
-        self, captioners: Mapping[str, CaptioningModule], answerers: Mapping[str, VqaModule], work_dir: Path
+        self,
+        captioners: Mapping[str, CaptioningModule],
+        answerers: Mapping[str, VqaModule],
+        work_dir: Path,
+        *,
+        examples: Sequence[Example] = (),
     ) -> None:
         self.captioners = dict(captioners)
         self.answerers = dict(answerers)
         self.exports = work_dir / "exports"
+        self.suggested = {name: example_question(model.question_vocabulary) for name, model in self.answerers.items()}
+        for _, name, question in reversed(examples):  # reversed: a model's first example is kept
+            self.suggested[name] = question
 
     def caption(self, upload: Upload, model_name: str, beam_size: Any) -> Iterator[tuple[str, Gallery, str | None]]:
         """Caption the photo, in two steps: first (the caption, [(overlay path, word)] in caption order, None)
@@ -206,17 +285,24 @@ class Handlers:
         yield text, overlays, str(zip_folder(folder, folder.parent / f"{folder.name}_attention.zip"))
 
     def ask(self, upload: Upload, model_name: str, question: str | None) -> tuple[dict[str, float], Gallery]:
-        """Answer the question -> ({answer: probability} for the top answers, [(hop overlay path, "hop k")])."""
+        """Answer the question -> ({answer in words: probability} for the top answers, [(hop overlay path,
+        "hop k")]). A question longer than the model reads is answered from its first words, with a warning
+        in the page that says so."""
         model = chosen(self.answerers, model_name)
         image, name = uploaded_image(upload)
+        question = question if isinstance(question, str) else ""
         folder = fresh_folder(self.exports) / safe_stem(name)
         try:
             with torch.inference_mode():
-                record = export_answer(model, image, question or "", folder, top=TOP_ANSWERS, source=name)
+                record = export_answer(model, image, question, folder, top=TOP_ANSWERS, source=name)
         except QuestionError as error:
-            raise gr.Error(str(error)) from None
+            message = empty_question_message(self.suggested[model_name]) if error.empty else str(error)
+            raise refusal(message) from None
+        notice = cut_notice(question, max_length=model.hparams.max_question_length)
+        if notice is not None:
+            gr.Warning(notice)
         hops = [(str(folder / f"hop_{k}.png"), f"hop {k}") for k in range(1, len(record["weights"]) + 1)]
-        return {answer: probability for answer, probability in record["answers"]}, hops
+        return {answer_words(answer): probability for answer, probability in record["answers"]}, hops
 
 
 # -- the app ---------------------------------------------------------------------------------------------------
@@ -226,7 +312,7 @@ def build_app(
     *,
     caption_checkpoints: Mapping[str, Path],
     vqa_checkpoints: Mapping[str, Path],
-    work_dir: Path | None = None,
+    work_dir: Path = WORK_DIR,
     max_queue: int = DEFAULT_MAX_QUEUE,
 ) -> gr.Blocks:
     """The Blocks app with its models loaded; serve it with `launch_app` (or `.launch`).
@@ -236,8 +322,8 @@ def build_app(
             is chosen at first.
         vqa_checkpoints: VQA checkpoints by the name the "Ask" tab's model choice shows; the first is chosen at
             first.
-        work_dir: where the example pictures and each request's files are written (a new temporary folder
-            when not given).
+        work_dir: where the example pictures and each request's files are written (by default WORK_DIR,
+            deleted at exit).
         max_queue: requests that may wait, both tabs together; a request beyond them is refused at once with
             a busy message (the page: "This application is currently busy. Please try again."; gradio_client:
             QueueError "Queue is full! Please try again."), so a crowd costs a bounded amount of memory.
@@ -247,10 +333,8 @@ def build_app(
     if max_queue < 1:
         raise ValueError(f"max_queue must be at least 1, got {max_queue}")
     captioners, answerers = load_models(caption_checkpoints, vqa_checkpoints)
-    if work_dir is None:
-        work_dir = Path(tempfile.mkdtemp(prefix="visual-attention-demo-"))
-        atexit.register(shutil.rmtree, work_dir, ignore_errors=True)
-    handlers = Handlers(captioners, answerers, work_dir)
+    questions = question_examples(vqa_checkpoints)
+    handlers = Handlers(captioners, answerers, work_dir, examples=questions)
     examples = write_examples(work_dir / "examples")
     # delete_cache: Gradio's copies of uploads and results go after an hour, so a long-running app stays small
     with gr.Blocks(title="Visual attention", analytics_enabled=False, delete_cache=(3600, 3600)) as app:
@@ -263,7 +347,7 @@ def build_app(
         with gr.Tab("Caption"):
             _caption_tab(handlers, examples)
         with gr.Tab("Ask"):
-            _ask_tab(handlers, examples)
+            _ask_tab(handlers, examples, questions)
     return app.queue(max_size=max_queue)
 
 
@@ -291,7 +375,7 @@ def _caption_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
     )
 
 
-def _ask_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
+def _ask_tab(handlers: Handlers, examples: Mapping[str, Path], questions: Sequence[Example]) -> None:
     with gr.Row():
         with gr.Column():
             image = photo_input(elem_id="ask-image")
@@ -301,14 +385,22 @@ def _ask_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
         with gr.Column():
             answers = gr.Label(label="Answers", num_top_classes=TOP_ANSWERS)
             hops = gr.Gallery(label="Where each attention hop looked", columns=2)
-    gr.Examples([[str(examples[name]), text] for name, text in QUESTION_EXAMPLES], inputs=[image, question])
+    if questions:  # picking one chooses its model too: a ShapesWorld question is asked of the ShapesWorld model
+        rows = [[str(examples[picture]), name, text] for picture, name, text in questions]
+        gr.Examples(rows, inputs=[image, model, question])
+    else:  # none of the bundled models is loaded: the pictures alone, for questions in the loaded models' words
+        gr.Examples([[str(path)] for path in examples.values()], inputs=[image])
     triggers = [button.click, question.submit]
     gr.on(triggers, handlers.ask, [image, model, question], [answers, hops], api_name="ask", preprocess=False)
 
 
 def launch_app(app: gr.Blocks, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, **options: Any) -> None:
     """Serve the app locally and offline: never shared, no server-side rendering (it would need Node), the
-    default theme (its fonts are served by the app, none come from a font CDN), uploads up to MAX_UPLOAD."""
+    default theme (its fonts are served by the app, none come from a font CDN), uploads up to MAX_UPLOAD.
+    Gradio's own start-up lines are replaced by one that says where the app is (its hint to set `share=True` would
+    suggest the opposite of this local, offline app); `quiet=True` prints nothing."""
+    quiet = options.pop("quiet", False)
+    hold = not options.pop("prevent_thread_lock", False)
     app.launch(
         server_name=host,
         server_port=port,
@@ -316,8 +408,15 @@ def launch_app(app: gr.Blocks, *, host: str = DEFAULT_HOST, port: int = DEFAULT_
         ssr_mode=False,
         theme=gr.themes.Default(),
         max_file_size=MAX_UPLOAD,
+        quiet=True,
+        prevent_thread_lock=True,
         **options,
     )
+    if not quiet:
+        where = "this computer only" if host in ("127.0.0.1", "localhost") else "reachable from your network"
+        print(f"* Running on local URL:  {app.local_url} ({where}; Ctrl+C stops it)", flush=True)
+    if hold:
+        app.block_thread()
 
 
 def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -364,6 +463,7 @@ def named_checkpoint(text: str) -> tuple[str, Path]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_arguments(argv)
+    stop_on_sigterm()
     try:
         app = build_app(
             caption_checkpoints=args.caption_model,

@@ -53,7 +53,7 @@ def write_scene(folder: Path) -> tuple[Path, str]:
     """The Ask tab's first ShapesWorld scene example as PNG, and its example question."""
     import demo
 
-    name, question = next((name, q) for name, q in demo.QUESTION_EXAMPLES if name.startswith("scene_"))
+    name, question = next((name, q) for name, _, q in demo.QUESTION_EXAMPLES if name.startswith("scene_"))
     return demo.write_examples(folder)[name], question
 
 

@@ -18,8 +18,8 @@ from core.results import ResultsWriter
 class CaptioningCLI(CheckpointSafeCLI):
     """The project's LightningCLI (checkpoints as data, written atomically) with the predict writer under
     `--writer.*`, and the decoding settings of validate/test/predict, which a checkpoint's own settings would
-    otherwise win over: `--inference`, how a trained model reads the image, and `--beam_size` and
-    `--length_penalty` of the beam search."""
+    otherwise win over: `--inference`, how a trained model reads the image, and `--beam_size`,
+    `--length_penalty`, `--no_repeat_ngram_size` and `--complete_phrases` of the beam search."""
 
     checkpoint_kind = "captioning"
     checkpoint_required = ("vocabulary",)
@@ -41,6 +41,19 @@ class CaptioningCLI(CheckpointSafeCLI):
             default=None,
             help="rank beams by log-probability / length^this instead of the model's setting",
         )
+        parser.add_argument(
+            "--no_repeat_ngram_size",
+            type=Optional[int],
+            default=None,
+            help="never write an n-gram of this size twice in a caption (0: allow) instead of the model's setting",
+        )
+        parser.add_argument(
+            "--complete_phrases",
+            type=Optional[bool],
+            default=None,
+            help="never end a caption on an article, preposition or conjunction (or allow it) instead of the "
+            "model's setting",
+        )
 
     def _use_decoding_settings(self) -> None:
         config = self.config[self.config.subcommand]
@@ -50,6 +63,10 @@ class CaptioningCLI(CheckpointSafeCLI):
             self.model.hparams.beam_size = config.beam_size
         if config.get("length_penalty") is not None:
             self.model.hparams.length_penalty = config.length_penalty
+        if config.get("no_repeat_ngram_size") is not None:
+            self.model.hparams.no_repeat_ngram_size = config.no_repeat_ngram_size
+        if config.get("complete_phrases") is not None:
+            self.model.hparams.complete_phrases = config.complete_phrases
 
     def before_validate(self) -> None:
         self._use_decoding_settings()

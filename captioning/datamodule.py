@@ -113,6 +113,11 @@ class CaptionDataModule(L.LightningDataModule):
             model.set_vocabulary(self.build_vocabulary())
         self.vocabulary = model.vocabulary
         self.encoder: Encoder = model.encoder
+        splits = {"fit": ["train", self.split_names["val"]], "validate": [self.split_names["val"]],
+                  "test": [self.split_names["test"]]}.get(stage, [])
+        if self.cache_features and splits:  # say what the first batch waits for
+            ids = {split: [s.image_id for s in self.samples(split)] for split in splits}
+            self.cache.announce(dataset_name=self.dataset.name, splits=ids, encoder=self.encoder)
 
     def _inputs(self, split: str):
         samples = self.samples(split)

@@ -37,8 +37,41 @@ from pycocoevalcap.rouge.rouge import Rouge
 from pycocoevalcap.tokenizer.ptbtokenizer import PUNCTUATIONS, PTBTokenizer
 
 from core.wordnet import ensure_wordnet
+from data.vocabulary import tokenize
 
 METRIC_NAMES: tuple[str, ...] = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr")
+
+#: English closed-class words a finished caption does not end on: articles and determiners, prepositions,
+#: conjunctions ("a dog is in the", "a man on a bike and"). A caption that ends on one stopped mid-phrase.
+CLOSED_CLASS_WORDS: frozenset[str] = frozenset(
+    # articles and determiners
+    "a an the this that these those some each every".split()
+    # prepositions
+    + "about above across after against along among around at before behind below beneath beside between "
+    "beyond by down during for from in inside into near of off on onto out outside over past through "
+    "throughout to toward towards under underneath up upon with within without".split()
+    # conjunctions
+    + "and or but nor so yet because while as if than".split()
+)
+
+
+def caption_flaws(captions: Sequence[str]) -> dict[str, float]:
+    """Two flaws of generated captions that the n-gram metrics barely punish, each as a share of `captions`:
+
+    * "ended_mid_phrase": the last word is closed-class (`CLOSED_CLASS_WORDS`): "a black dog is in the";
+    * "repeated_trigram": some three consecutive words occur twice: "in front of a building in front of a".
+
+    Words are `data.vocabulary.tokenize`'s; an empty caption has neither flaw.
+    """
+    if not captions:
+        raise ValueError("caption_flaws needs at least one caption")
+    ended = repeated = 0
+    for caption in captions:
+        words = tokenize(caption)
+        ended += bool(words) and words[-1] in CLOSED_CLASS_WORDS
+        trigrams = list(zip(words, words[1:], words[2:]))
+        repeated += len(set(trigrams)) < len(trigrams)
+    return {"ended_mid_phrase": ended / len(captions), "repeated_trigram": repeated / len(captions)}
 JAVA_BACKEND = "coco-caption (Java)"
 NO_JAVA_BACKEND = "nltk METEOR fallback (no Java found)"
 # A METEOR subprocess that has not answered after this long is killed (and the nltk fallback used), so a

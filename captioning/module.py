@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from captioning.decoder import ShowAttendTell
-from captioning.metrics import score_captions
+from captioning.metrics import CLOSED_CLASS_WORDS, caption_flaws, score_captions
 from captioning.objectives import AttentionObjective, LossTerms, SoftAttention
 from captioning.search import Generated, beam_search
 from captioning.self_critical import SelfCritical
@@ -60,6 +60,13 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         lr_decay: the learning rate is multiplied by this after every epoch.
         beam_size: beam width for evaluation and prediction.
         length_penalty: beam search ranks captions by log-probability / length^length_penalty.
+        no_repeat_ngram_size: beam search never writes an n-gram of this size twice in a caption (0: no rule).
+            The default 3 stops "in front of a building in front of a building"; a synthetic grammar that
+            repeats phrases by design ("a small red square above a small red circle") sets 0.
+        complete_phrases: beam search never ends a caption on an article, preposition or conjunction
+            (`captioning.metrics.CLOSED_CLASS_WORDS`): "a dog is in the" must go on to say where.
+            Both rules were chosen on Flickr8k's validation split (`docs/experiments.md`); the paper's plain
+            beam search is `no_repeat_ngram_size=0, complete_phrases=False`.
         max_length: longest generated caption, in words.
         self_critical: train with self-critical sequence training (`SelfCritical`: sampled captions rewarded
             by their CIDEr-D) instead of teacher-forced cross-entropy; start from `initial_weights`.
@@ -88,6 +95,8 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         lr_decay: float = 1.0,
         beam_size: int = 3,
         length_penalty: float = 0.0,
+        no_repeat_ngram_size: int = 3,
+        complete_phrases: bool = True,
         max_length: int = 20,
         self_critical: SelfCritical | None = None,
         initial_weights: Path | None = None,
@@ -96,7 +105,7 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         self.encoder = encoder if encoder is not None else EfficientNetLite()
         self.attention = attention if attention is not None else SoftAttention()
         self.self_critical = self_critical
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["encoder", "attention"])  # modules: kept as plain configs below
         self.hparams.update(
             plain_hyperparameters(
                 dict(self.hparams),
@@ -187,6 +196,8 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
             max_length=self.hparams.max_length,
             beam_size=beam_size or self.hparams.beam_size,
             length_penalty=self.hparams.length_penalty,
+            no_repeat_ngram_size=self.hparams.no_repeat_ngram_size,
+            no_end_after=self._closed_class_ids() if self.hparams.complete_phrases else (),
             read=self.attention.inference_read(),
             banned=self._banned_words(),
         )
@@ -208,6 +219,11 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         """Ids a generated caption never holds: a caption is made of words, never of <unk>, <pad> or <start>."""
         v = self.vocabulary
         return v.unk_id, v.pad_id, v.start_id
+
+    def _closed_class_ids(self) -> tuple[int, ...]:
+        """Ids of the vocabulary's closed-class words, which a caption may not end on (`complete_phrases`)."""
+        known = self.vocabulary.tokens
+        return tuple(i for i, token in enumerate(known) if token in CLOSED_CLASS_WORDS)
 
     def _require_vocabulary(self) -> None:
         if self.decoder is None:
@@ -319,6 +335,8 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         ids = sorted(generated)
         scores = score_captions({str(i): list(references[i]) for i in ids}, {str(i): generated[i] for i in ids})
         metrics = {f"{stage}/{name}": float(value) for name, value in scores.items()}
+        flaws = caption_flaws([generated[i] for i in ids])
+        metrics.update({f"{stage}/{name}": value for name, value in flaws.items()})
         if correctness:
             masses = torch.cat([correctness[i] for i in sorted(correctness)])
             metrics[f"{stage}/attention_correctness"] = masses.mean().item()

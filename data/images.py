@@ -3,13 +3,17 @@
 Captioning and VQA models want RGB. Real datasets contain grayscale, palette, transparent, CMYK, 16-bit and
 camera-rotated images, plus the odd truncated or mislabelled file. `load_image` turns every readable image
 into upright RGB and every unreadable one into an `ImageLoadError` that names the file, instead of a
-PIL error deep inside a data-loader worker.
+PIL error deep inside a data-loader worker. The error's message is for a Python or command-line user (it names
+paths, options and PIL's own reason); its `problem` says what kind of failure it was, so an app can word it
+for a person in a browser instead.
 """
 
 from __future__ import annotations
 
+import enum
 import io
 import struct
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -24,8 +28,25 @@ _SIXTEEN_BIT_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N"})
 _DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, struct.error, IndexError)
 
 
+class ImageProblem(enum.Enum):
+    """Why an image could not be loaded."""
+
+    MISSING = "missing"  # no such file
+    NOT_A_FILE = "not a file"  # a folder, a device, a name with a null byte
+    NOT_AN_IMAGE = "not an image"  # not an image, or a format PIL cannot read
+    UNREADABLE = "unreadable"  # permission denied
+    CORRUPT = "corrupt"  # truncated or garbled data
+    TOO_LARGE = "too large"  # more pixels than max_pixels
+    UNSUPPORTED_MODE = "unsupported mode"  # a pixel format PIL cannot convert to RGB
+
+
 class ImageLoadError(ValueError):
-    """An image could not be loaded; the message names the file (or "<bytes>") and says why."""
+    """An image could not be loaded; the message names the file (or "<bytes>") and says why, and `problem`
+    says which kind of failure it was."""
+
+    def __init__(self, message: str, *, problem: ImageProblem) -> None:
+        super().__init__(message)
+        self.problem = problem
 
 
 def load_image(source: str | Path | bytes, *, max_pixels: int = 50_000_000) -> Image.Image:
@@ -50,15 +71,17 @@ def load_image(source: str | Path | bytes, *, max_pixels: int = 50_000_000) -> I
         path = Path(source)
         name = str(path)
         if "\x00" in name:  # os.stat would raise ValueError("embedded null byte")
-            raise ImageLoadError(f"cannot read image {name!r}: a file name cannot hold a null byte")
+            raise ImageLoadError(
+                f"cannot read image {name!r}: a file name cannot hold a null byte", problem=ImageProblem.NOT_A_FILE
+            )
         if not path.exists():
-            raise ImageLoadError(f"image file not found: {name}")
+            raise ImageLoadError(f"image file not found: {name}", problem=ImageProblem.MISSING)
         if not path.is_file():
-            raise ImageLoadError(f"cannot read image {name}: it is not a regular file")
+            raise ImageLoadError(f"cannot read image {name}: it is not a regular file", problem=ImageProblem.NOT_A_FILE)
         opener = path
 
     try:
-        with Image.open(opener) as image:
+        with _opened(opener) as image:
             _check_size(image, name, max_pixels)
             image.load()
             upright = ImageOps.exif_transpose(image)
@@ -68,16 +91,32 @@ def load_image(source: str | Path | bytes, *, max_pixels: int = 50_000_000) -> I
     except ImageLoadError:
         raise
     except Image.DecompressionBombError as error:
-        raise ImageLoadError(f"image too large: {name} ({error}); pass a larger max_pixels if you trust it") from error
+        raise ImageLoadError(
+            f"image too large: {name} ({error}); pass a larger max_pixels if you trust it", problem=ImageProblem.TOO_LARGE
+        ) from error
     except UnidentifiedImageError as error:
-        raise ImageLoadError(f"cannot read image {name}: not an image file, or an unsupported format") from error
+        raise ImageLoadError(
+            f"cannot read image {name}: not an image file, or an unsupported format", problem=ImageProblem.NOT_AN_IMAGE
+        ) from error
     except PermissionError as error:
-        raise ImageLoadError(f"cannot read image {name}: permission denied") from error
+        raise ImageLoadError(f"cannot read image {name}: permission denied", problem=ImageProblem.UNREADABLE) from error
     except _DECODE_ERRORS as error:
-        raise ImageLoadError(f"cannot read image {name}: the file is corrupt or truncated ({error})") from error
+        raise ImageLoadError(
+            f"cannot read image {name}: the file is corrupt or truncated ({error})", problem=ImageProblem.CORRUPT
+        ) from error
     finally:
         if isinstance(opener, io.BytesIO):
             opener.close()
+
+
+def _opened(source: io.BytesIO | Path) -> Image.Image:
+    """`Image.open(source)` without PIL's DecompressionBombWarning: `_check_size` refuses large images itself,
+    with a message of its own, so PIL's warning (printed for every image over 89 megapixels) would only repeat
+    it. PIL's DecompressionBombError, for twice that, still comes through. (Before Python 3.14 the warning filter
+    is process-wide while it lasts: a DecompressionBombWarning of another thread at that moment is dropped too.)"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        return Image.open(source)
 
 
 def _check_size(image: Image.Image, name: str, max_pixels: int) -> None:
@@ -86,7 +125,8 @@ def _check_size(image: Image.Image, name: str, max_pixels: int) -> None:
     if width * height > max_pixels:
         raise ImageLoadError(
             f"image too large: {name} is {width}x{height} = {width * height} pixels, more than "
-            f"max_pixels={max_pixels}; pass a larger max_pixels if you trust it"
+            f"max_pixels={max_pixels}; pass a larger max_pixels if you trust it",
+            problem=ImageProblem.TOO_LARGE,
         )
 
 
@@ -114,7 +154,9 @@ def _to_rgb(image: Image.Image, name: str) -> Image.Image:
     try:
         return image.convert("RGB")
     except ValueError as error:
-        raise ImageLoadError(f"cannot read image {name}: PIL cannot convert mode {mode!r} to RGB") from error
+        raise ImageLoadError(
+            f"cannot read image {name}: PIL cannot convert mode {mode!r} to RGB", problem=ImageProblem.UNSUPPORTED_MODE
+        ) from error
 
 
 def _gray_to_8bit(values: np.ndarray, mode: str) -> Image.Image:

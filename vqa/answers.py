@@ -8,6 +8,10 @@ What it is trained towards is a class, chosen in YAML:
   For single-answer datasets this is the one-hot label.
 * `MajorityAnswer`: the one most common human answer as a softmax class (the SAN paper's objective);
   questions whose answer is not among the N classes do not count in the loss.
+
+Answers are labels as the dataset writes them (DAQUAR joins the words of an object's name with "_":
+`tissue_roll`); scoring and the results files keep them so, and `answer_words` turns one into words for a
+person to read ("tissue roll").
 """
 
 from __future__ import annotations
@@ -21,6 +25,12 @@ from torch import Tensor
 
 from data.vqa import VqaSample
 from vqa.metrics import vqa_score
+
+
+def answer_words(label: str) -> str:
+    """An answer label as words for a person: DAQUAR's `bottle_of_liquid` -> "bottle of liquid". VQA v2's
+    answers, already words, come back as they are."""
+    return " ".join(label.replace("_", " ").split()) or label
 
 
 class AnswerVocabulary:

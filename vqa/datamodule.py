@@ -115,6 +115,13 @@ class VqaDataModule(L.LightningDataModule):
         if model.question_vocabulary is None:
             model.set_vocabularies(*self.build_vocabularies())
         self.model = model
+        splits = {"fit": ["train", self.split_names["val"]], "validate": [self.split_names["val"]],
+                  "test": [self.split_names["test"]]}.get(stage, [])
+        if self.cache_features and splits:  # say what the first batch waits for
+            ids = {split: self.dataset.image_ids(split) for split in splits}
+            if stage == "fit" and self.mirror_images:
+                ids["train-mirrored"] = ids["train"]
+            self.cache.announce(dataset_name=self.dataset.name, splits=ids, encoder=self.model.encoder)
 
     def _split_dataset(self, split: str, *, with_targets: bool, mirror: bool = False) -> Questions:
         samples = self.questions(split)

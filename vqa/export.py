@@ -3,8 +3,10 @@ a photo and write where each attention hop looked.
 
 DIR receives `hop_1.png`, `hop_2.png`, ... (one overlay per hop), `grid.png` (the photo titled with the best
 answer, then the hops titled "hop k") and `answer.json` {"image", "question", "answers": [[answer, prob], ...],
-"grid_size": [h, w], "image_size": [width, height], "weights": one row of grid_size**2 raw weights per hop}.
-An empty question, or one made only of unknown words, exits with the reason and writes nothing.
+"grid_size": [h, w], "image_size": [width, height], "weights": one row of grid_size**2 raw weights per hop}. The pictures and the printed answer show answers as
+words ("tissue roll"); answer.json keeps the model's labels ("tissue_roll"), as its answer classes name them.
+An empty question, or one made only of unknown words, exits with the reason and writes nothing; a question
+longer than the model reads is answered from its first words, with a note on stderr.
 The pictures are drawn by `core.overlays`, the same as the caption overlays.
 """
 
@@ -12,8 +14,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from PIL import Image
@@ -21,8 +23,9 @@ from PIL import Image
 from core.overlays import heat_maps, overlay, save_png, word_grid
 from core.results import write_json_atomically
 from data.images import load_image
+from vqa.answers import answer_words
 from vqa.module import VqaModule
-from vqa.questions import QuestionError
+from vqa.questions import QuestionError, cut_notice
 
 
 def export_answer(
@@ -54,7 +57,7 @@ def export_answer(
         save_png(overlay(image, heat), out_dir / f"hop_{hop}.png")
     best, probability = answered.answers[0]
     titles = [f"hop {hop}" for hop in range(1, len(maps) + 1)]
-    save_png(word_grid(image, titles, maps, image_title=f"{best} ({probability:.0%})"), out_dir / "grid.png")
+    save_png(word_grid(image, titles, maps, image_title=f"{answer_words(best)} ({probability:.0%})"), out_dir / "grid.png")
     record = {
         "image": source,
         "question": question,
@@ -93,8 +96,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except QuestionError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    notice = cut_notice(args.question, max_length=model.hparams.max_question_length)
+    if notice is not None:
+        print(f"note: {notice}", file=sys.stderr)
     answer, probability = record["answers"][0]
-    print(f"{args.question!r}: {answer} ({probability:.2f}) -> {args.output}")
+    print(f"{args.question!r}: {answer_words(answer)} ({probability:.2f}) -> {args.output}")
     return 0
 
 

@@ -90,7 +90,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
     ) -> None:
         super().__init__()
         self.encoder = encoder if encoder is not None else EfficientNetLite()
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["encoder"])  # a module: kept as a plain config below
         self.hparams.update(plain_hyperparameters(
             dict(self.hparams), encoder=self.encoder, score=score, targets=targets, question_model=question_model
         ))

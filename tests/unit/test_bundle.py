@@ -132,12 +132,16 @@ def test_bundle_writes_a_compact_copy_that_captions_like_the_original(soft_model
 @pytest.mark.slow
 def test_a_compact_copy_can_carry_other_decoding_settings(soft_model, coffee, tmp_path, capsys):
     source = full_checkpoint(soft_model, tmp_path / "best.ckpt")
-    assert bundle_main([str(source), str(tmp_path / "greedy.ckpt"), "--beam-size", "1", "--length-penalty", "0.5"]) == 0
+    settings = ["--beam-size", "1", "--length-penalty", "0.5", "--no-repeat-ngram-size", "2", "--complete-phrases", "false"]
+    assert bundle_main([str(source), str(tmp_path / "greedy.ckpt"), *settings]) == 0
     greedy = CaptioningModule.load(tmp_path / "greedy.ckpt")
-    assert (greedy.hparams.beam_size, greedy.hparams.length_penalty) == (1, 0.5)
+    h = greedy.hparams
+    assert (h.beam_size, h.length_penalty, h.no_repeat_ngram_size, h.complete_phrases) == (1, 0.5, 2, False)
+    reference = CaptioningModule.load(SHAPES_SOFT)
+    reference.hparams.update(length_penalty=0.5, no_repeat_ngram_size=2, complete_phrases=False)
     inputs = soft_model.encoder.transform()(coffee).unsqueeze(0)
     with torch.inference_mode():
-        assert greedy.caption(inputs) == soft_model.caption(inputs, beam_size=1)
+        assert greedy.caption(inputs) == reference.caption(inputs, beam_size=1)
     vqa = VqaModule.load(VQA_CHECKPOINTS["ShapesWorld"])
     vqa_source = tmp_path / "san.ckpt"
     torch.save({"state_dict": vqa.state_dict(), "hyper_parameters": dict(vqa.hparams)}, vqa_source)

@@ -8,7 +8,7 @@ import torch
 
 from captioning.decoder import ShowAttendTell, grid_positions
 from captioning.objectives import caption_loss, doubly_stochastic_penalty
-from captioning.search import beam_search, greedy_search
+from captioning.search import ban_repeated_ngrams, beam_search, greedy_search
 from core.attention import DotScore, GeneralScore
 
 PAD, START, END = 0, 1, 2
@@ -323,11 +323,21 @@ def banned_log_probs(decoder, features, inputs, banned) -> torch.Tensor:
     return torch.log_softmax(logits, -1)
 
 
-@pytest.mark.parametrize("seed,length_penalty", [(3, 0.6), (9, 0.6), (9, 1.0), (2, 2.0)])
-def test_wide_beam_finds_the_best_length_penalised_caption_by_enumeration(seed, length_penalty):
-    """Every caption of words {3, 4, 5} up to max_length 4 scored by the documented rule: total log-probability /
-    length^penalty, where the length of a caption that ended counts its <end> and one that ran to max_length
-    has none."""
+def has_repeated_ngram(words: list[int], n: int) -> bool:
+    grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+    return len(grams) != len(set(grams))
+
+
+@pytest.mark.parametrize(
+    "seed,length_penalty,no_repeat,no_end_after",
+    [(5, 0.6, 0, ()), (9, 0.6, 0, ()), (3, 1.0, 0, ()), (1, 2.0, 0, ()), (11, 1.0, 2, ()), (11, 2.0, 2, ()),
+     (5, 0.6, 0, (4,)), (9, 1.0, 0, (3, 5))],
+)  # fmt: skip
+def test_wide_beam_finds_the_best_length_penalised_caption_by_enumeration(seed, length_penalty, no_repeat, no_end_after):
+    """Every caption of words {3, 4, 5} up to max_length 4 scored by the documented rule: among the captions that
+    ended with <end>, the best total log-probability / length^penalty, the length counting the <end>; with
+    no_repeat n, among those that write no n-gram twice; with no_end_after, among those whose last word is not
+    one of those. A caption cut at max_length (no <end>) never wins while one ended."""
     decoder = make_decoder(vocab=6, seed=seed)
     with torch.no_grad():
         decoder.out.weight.mul_(3)  # sharper distributions, so lengths and probabilities differ more
@@ -335,11 +345,11 @@ def test_wide_beam_finds_the_best_length_penalised_caption_by_enumeration(seed, 
     images = torch.randn(3, 5, 6)
     found = beam_search(
         decoder, images, start_id=START, end_id=END, max_length=max_length, beam_size=121,
-        length_penalty=length_penalty, banned=banned,
+        length_penalty=length_penalty, no_repeat_ngram_size=no_repeat, no_end_after=no_end_after, banned=banned,
     )  # fmt: skip
-    penalty_mattered = end_counted = False
+    penalty_mattered = end_counted = cut_lost = rule_changed = False
     for b in range(len(images)):
-        scored = []  # (score, total log-probability, words, score had the length left out the <end>)
+        scored, cut = [], []  # (score, total log-probability, words, score had the length left out the <end>)
         for n in range(max_length + 1):
             captions = [list(w) for w in itertools.product(real, repeat=n)]
             inputs = torch.tensor([[START] + w for w in captions])
@@ -351,15 +361,38 @@ def test_wide_beam_finds_the_best_length_penalised_caption_by_enumeration(seed, 
                 if n < max_length:  # ended: the <end> step is in the log-probability and in the length
                     total += log_probs[i, n, END].item()
                     scored.append((total / (n + 1) ** length_penalty, total, words, total / max(n, 1) ** length_penalty))
-                else:  # ran to max_length: no <end>
-                    scored.append((total / n**length_penalty, total, words, total / n**length_penalty))
-        best_score, best_total, best_words, _ = max(scored, key=lambda s: s[0])
-        runner_up = max(s[0] for s in scored if s[2] != best_words)
+                else:  # ran to max_length: no <end>, out of the running
+                    cut.append((total / n**length_penalty, total, words))
+        allowed = [
+            s for s in scored
+            if not (no_repeat and has_repeated_ngram(s[2], no_repeat)) and not (s[2] and s[2][-1] in no_end_after)
+        ]  # fmt: skip
+        best_score, best_total, best_words, _ = max(allowed, key=lambda s: s[0])
+        runner_up = max(s[0] for s in allowed if s[2] != best_words)
         assert best_score - runner_up > 1e-4  # no near tie for float error to break
         assert found.tokens[b] == best_words, b
         assert found.log_probs[b].item() == pytest.approx(best_total, abs=1e-4)
-        penalty_mattered |= best_words != max(scored, key=lambda s: s[1])[2]
-        end_counted |= best_words != max(scored, key=lambda s: s[3])[2]
-    # these cases tell the rule apart: the penalty changes at least one image's caption, and so does counting
-    # the <end> in the length
-    assert penalty_mattered and end_counted
+        penalty_mattered |= best_words != max(allowed, key=lambda s: s[1])[2]
+        end_counted |= best_words != max(allowed, key=lambda s: s[3])[2]
+        cut_lost |= max(s[0] for s in cut) > best_score
+        rule_changed |= max(scored, key=lambda s: s[0])[2] != best_words
+    # these cases tell the rules apart: the ban changes a caption; without it, the penalty changes one, counting
+    # the <end> in the length changes one, and a caption cut at max_length would have won
+    if no_repeat or no_end_after:
+        assert rule_changed  # the rule changed a caption (the best one otherwise breaks it)
+    else:
+        assert penalty_mattered and end_counted and cut_lost
+
+
+def test_repeated_ngram_ban_by_hand():
+    """After "7 8 9 7 8" the trigram ban removes 9 ("7 8 9" again), the bigram ban 9 (the one word that followed
+    an 8), the unigram ban every word written, and a 4-gram ban nothing ("9 7 8" never came before)."""
+    tokens = torch.tensor([[7, 8, 9, 7, 8]])
+    for n, expected in [(3, {9}), (2, {9}), (1, {7, 8, 9}), (4, set()), (6, set())]:
+        log_probs = torch.zeros(1, 12)
+        ban_repeated_ngrams(log_probs, tokens, n)
+        assert set(torch.isinf(log_probs[0]).nonzero().flatten().tolist()) == expected, n
+    # "5 5 5": the bigram "5 5" was written, so after the last 5 another 5 is banned
+    log_probs = torch.zeros(1, 12)
+    ban_repeated_ngrams(log_probs, torch.tensor([[5, 5, 5]]), 2)
+    assert torch.isinf(log_probs[0]).nonzero().flatten().tolist() == [5]

@@ -170,3 +170,29 @@ def test_cached_trunk_of_another_shape_is_refused() -> None:
 def test_no_images_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no image ids"):
         build(FeatureCache(root=tmp_path), FakeEncoder(), ids=[])
+
+
+def test_builds_are_announced_with_their_size_and_an_estimate(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cache = FeatureCache(root=tmp_path)
+    encoder = FakeEncoder()
+    build(cache, encoder, split="val", ids=IDS[:2])  # an existing cache is not announced
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="core"):
+        cache.announce(dataset_name="toy", splits={"train": IDS, "val": IDS[:2]}, encoder=encoder)
+        build(cache, encoder)
+    messages = [record.getMessage() for record in caplog.records]
+    assert "building the feature caches of toy: train (5 images), 5 images through FakeEncoder" in messages[0]
+    assert any(m.startswith("encoding 5 images, starting with toy/train: under a minute on this machine, at") for m in messages)
+
+
+def test_progress_is_a_few_lines_when_stderr_is_not_a_terminal(tmp_path: Path, capsys, caplog) -> None:
+    """140 batches, as many as the issue counted lines: a bar would redraw (or, off a terminal, print) per batch."""
+    images = make_images(140)
+    with caplog.at_level(logging.INFO, logger="core"):
+        FeatureCache(root=tmp_path).load_or_build(
+            dataset_name="toy", split="train", image_ids=[f"i{i}" for i in range(140)], load_image=images.__getitem__,
+            encoder=FakeEncoder(), batch_size=1,
+        )
+    progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("encoding toy/train:")]
+    assert 1 <= len(progress) <= 5 and progress[-1] == "encoding toy/train: 140 of 140 batches (100%)"
+    assert "\r" not in capsys.readouterr().err  # no bar

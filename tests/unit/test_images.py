@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import io
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from data.images import ImageLoadError, load_image
+from data.images import ImageLoadError, ImageProblem, load_image
 
 
 def pixels(image: Image.Image) -> np.ndarray:
@@ -205,6 +206,40 @@ def test_pil_decompression_bomb_is_reported_as_too_large(tmp_path, monkeypatch):
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1_000)
     with pytest.raises(ImageLoadError, match=r"too large: .*bomb\.png"):
         load_image(path, max_pixels=10**9)
+
+
+def test_each_error_says_which_kind_of_problem_it_is(tmp_path):
+    """`problem` lets an app word the failure for its users instead of showing the message, written for Python users."""
+    notes = tmp_path / "notes.png"
+    notes.write_text("a shopping list\n")
+    encoded = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(encoded, format="PNG")
+    truncated = tmp_path / "cut.png"
+    truncated.write_bytes(encoded.getvalue()[: len(encoded.getvalue()) // 2])
+    big = save(Image.new("RGB", (100, 100)), tmp_path / "big.png")
+    cases = [
+        (lambda: load_image(tmp_path / "nowhere.png"), ImageProblem.MISSING),
+        (lambda: load_image(tmp_path), ImageProblem.NOT_A_FILE),
+        (lambda: load_image(notes), ImageProblem.NOT_AN_IMAGE),
+        (lambda: load_image(truncated), ImageProblem.CORRUPT),
+        (lambda: load_image(big, max_pixels=9_999), ImageProblem.TOO_LARGE),
+    ]
+    for load, problem in cases:
+        with pytest.raises(ImageLoadError) as raised:
+            load()
+        assert raised.value.problem is problem, str(raised.value)
+
+
+def test_a_large_image_is_refused_without_pils_warning(tmp_path):
+    """PIL warns of a possible decompression bomb for anything over 89 megapixels; load_image's own max_pixels
+    check refuses the 144-megapixel picture with a message of its own, so the warning must not be printed too."""
+    path = tmp_path / "large.png"
+    Image.new("1", (12_000, 12_000)).save(path)  # 1-bit black: a small file
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the test
+        with pytest.raises(ImageLoadError, match="too large") as raised:
+            load_image(path)
+    assert raised.value.problem is ImageProblem.TOO_LARGE
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to count open files")

@@ -23,6 +23,7 @@ from captioning.metrics import (
     METRIC_NAMES,
     NO_JAVA_BACKEND,
     CaptionMetricFallbackWarning,
+    caption_flaws,
     caption_metric_backend,
     score_captions,
     tokenize_like_ptb,
@@ -288,3 +289,20 @@ def test_ensure_wordnet_makes_nltk_wordnet_work() -> None:
 
     assert wordnet.synsets("dog")
     assert wordnet.synset("dog.n.01").wup_similarity(wordnet.synset("cat.n.01")) == pytest.approx(0.857, abs=1e-3)
+
+
+def test_caption_flaws_count_mid_phrase_endings_and_repeated_trigrams() -> None:
+    captions = [
+        "a black and white dog is in the",  # ends on an article
+        "a little girl in a pink hat is in a pink",  # "in a pink" twice; "pink" is not closed-class
+        "a man rides a bike with",  # ends on a preposition
+        "in front of a red building in front of a red building",  # "in front of" twice
+        "a dog runs through the grass .",  # fine: punctuation is not a word
+        "A dog and",  # ends on a conjunction, whatever the case
+        "",  # no words: neither flaw
+        "the the the",  # one trigram, written once: ends on an article only
+    ]
+    assert caption_flaws(captions) == {"ended_mid_phrase": 4 / 8, "repeated_trigram": 2 / 8}
+    assert caption_flaws(["a dog on a dog on a"]) == {"ended_mid_phrase": 1.0, "repeated_trigram": 1.0}
+    with pytest.raises(ValueError, match="at least one caption"):
+        caption_flaws([])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from captioning.bundled import SHAPES_HARD
+from captioning.bundled import FLICKR8K_HARD
 from captioning.cli import main
 from core.checkpoints import read_checkpoint
 from core.hparams import MOVED_MODULES, current_class_paths
@@ -33,9 +33,9 @@ def test_old_class_paths_become_current_ones_wherever_they_stand():
 
 
 def test_a_checkpoint_that_records_old_paths_is_read_with_the_current_ones():
-    raw = torch.load(SHAPES_HARD, weights_only=True)["hyper_parameters"]  # written before the move
+    raw = torch.load(FLICKR8K_HARD, weights_only=True)["hyper_parameters"]  # written before the move
     assert raw["encoder"]["class_path"] == "captioning.encoder.EfficientNetLite"
-    hparams = read_checkpoint(SHAPES_HARD)["hyper_parameters"]
+    hparams = read_checkpoint(FLICKR8K_HARD)["hyper_parameters"]
     assert hparams["encoder"]["class_path"] == "core.encoder.EfficientNetLite"
     assert hparams["score"] == "core.attention.AdditiveScore"
     assert hparams["attention"]["class_path"] == "captioning.objectives.HardAttention"

@@ -1,0 +1,75 @@
+"""What a person sees: each command says what it does, and no library notice unrelated to their work reaches them."""
+
+from __future__ import annotations
+
+import socket
+import warnings
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import CAPTIONING_CONFIGS, SMALL_SHAPES, run_cli
+
+#: Printed by the libraries at every run, none about the user's work (see core.cli.hide_library_notices)
+NOTICES = (
+    "save_hyperparameters(ignore=",  # Lightning, for a module passed to a LightningModule
+    "is deprecated",  # torch's LeafSpec deprecation, raised inside Lightning
+    "in eval mode at the start of training",  # Lightning, for the frozen encoder
+    "litlogger",  # Lightning's cloud-logging advertisement
+    "v_num",  # the progress bar's logger version, shown as a metric
+)
+
+
+@pytest.mark.slow
+def test_a_fit_says_what_it_does_and_shows_no_library_notices(tmp_path: Path) -> None:
+    result = run_cli(
+        "fit", "--config", str(CAPTIONING_CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES, "--trainer.max_epochs=1",
+        "--trainer.limit_train_batches=2", "--trainer.limit_val_batches=1", "--trainer.log_every_n_steps=1",
+        f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
+    output = result.stdout + result.stderr
+    assert [notice for notice in NOTICES if notice in output] == []
+    assert "fit: training CaptioningModule on shapesworld" in result.stderr
+    assert "train (24 images), val (8 images), 32 images" in result.stderr  # the caches, before they are built
+    assert "on this machine, at" in result.stderr  # the estimate
+    assert len(result.stderr.splitlines()) < 40, result.stderr  # stderr is not a terminal: no bar redraws
+
+
+def test_the_modules_take_their_submodules_without_lightning_hints() -> None:
+    """As the export command and the app build them from a checkpoint: with the encoder and attention objects."""
+    from captioning.module import CaptioningModule
+    from captioning.objectives import SoftAttention
+    from core.encoder import EfficientNetLite
+    from vqa.module import VqaModule
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        captioning = CaptioningModule(encoder=EfficientNetLite(), attention=SoftAttention())
+        vqa = VqaModule(encoder=EfficientNetLite())
+    assert [str(w.message) for w in caught if "save_hyperparameters" in str(w.message)] == []
+    # the modules are still saved as plain configs, which is what a checkpoint rebuilds them from
+    assert captioning.hparams["encoder"]["class_path"] == "core.encoder.EfficientNetLite"
+    assert captioning.hparams["attention"]["class_path"] == "captioning.objectives.SoftAttention"
+    assert vqa.hparams["encoder"]["class_path"] == "core.encoder.EfficientNetLite"
+
+
+@pytest.mark.slow
+def test_the_app_says_where_it_is_and_no_share_hint(capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
+    monkeypatch.setenv("GRADIO_ANALYTICS_ENABLED", "False")
+    import gradio as gr
+
+    import demo
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with gr.Blocks() as app:
+        gr.Markdown("hello")
+    demo.launch_app(app, port=port, prevent_thread_lock=True)
+    try:
+        printed = capsys.readouterr().out
+    finally:
+        app.close()
+    assert "share=True" not in printed
+    assert f"http://127.0.0.1:{port}/ (this computer only" in printed
