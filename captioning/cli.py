@@ -11,6 +11,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 from captioning.datamodule import CaptionDataModule
 from captioning.decoder import Read
 from captioning.module import CaptioningModule
+from captioning.tensorboard import CaptionSamples
 from core.cli import CheckpointSafeCLI
 from core.results import ResultsWriter
 
@@ -19,13 +20,15 @@ class CaptioningCLI(CheckpointSafeCLI):
     """The project's LightningCLI (checkpoints as data, written atomically) with the predict writer under
     `--writer.*`, and the decoding settings of validate/test/predict, which a checkpoint's own settings would
     otherwise win over: `--inference`, how a trained model reads the image, and `--beam_size`,
-    `--length_penalty`, `--no_repeat_ngram_size` and `--complete_phrases` of the beam search."""
+    `--length_penalty`, `--no_repeat_ngram_size` and `--complete_phrases` of the beam search. A few validation
+    images with their captions and attention go to TensorBoard every validation epoch (`--tensorboard.count`)."""
 
     checkpoint_kind = "captioning"
     checkpoint_required = ("vocabulary",)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(CaptionResultsWriter, "writer")
+        parser.add_lightning_class_args(CaptionSamples, "tensorboard")
         parser.add_argument(
             "--inference",
             type=Optional[type[Read]],

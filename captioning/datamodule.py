@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from core.batches import CachedInputs, ImageInputs, pad_batch
 from core.encoder import Encoder
-from core.features import FeatureCache
+from core.features import EncodedOnRead, FeatureCache, announce_encoding_on_read, splits_read_in_part
 from core.resume import ResumableLoader, shuffle_seed
 from data.captions import CaptionDataset, CaptionSample
 from data.images import load_image
@@ -78,6 +78,7 @@ class CaptionDataModule(L.LightningDataModule):
         self.split_names = {"val": val_split, "test": test_split}
         self.vocabulary: Vocabulary | None = None
         self._samples: dict[str, list[CaptionSample]] = {}
+        self._read_in_part: dict[str, tuple[int, int]] = {}  # splits this run reads only part of: encoded on read
 
     # -- what the model needs from the data --------------------------------------------------------------
 
@@ -116,11 +117,24 @@ class CaptionDataModule(L.LightningDataModule):
         splits = {"fit": ["train", self.split_names["val"]], "validate": [self.split_names["val"]],
                   "test": [self.split_names["test"]]}.get(stage, [])
         if self.cache_features and splits:  # say what the first batch waits for
-            ids = {split: [s.image_id for s in self.samples(split)] for split in splits}
+            loaders = {"train": ("train", self.batch_size), self.split_names["val"]: ("val", self.eval_batch_size),
+                       self.split_names["test"]: ("test", self.eval_batch_size)}
+            self._read_in_part = splits_read_in_part(
+                self.trainer, {split: (*loaders[split], self._items(split)) for split in splits}
+            )
+            announce_encoding_on_read(self.dataset.name, self._read_in_part)
+            ids = {split: [s.image_id for s in self.samples(split)] for split in splits if split not in self._read_in_part}
             self.cache.announce(dataset_name=self.dataset.name, splits=ids, encoder=self.encoder)
+
+    def _items(self, split: str) -> int:
+        """How many items a pass over the split's loader reads: (image, caption) pairs in training, images else."""
+        samples = self.samples(split)
+        return sum(len(sample.captions) for sample in samples) if split == "train" else len(samples)
 
     def _inputs(self, split: str):
         samples = self.samples(split)
+        if self.cache_features and split in self._read_in_part:
+            return EncodedOnRead(encoder=self.encoder, load_image=lambda i: self.dataset.load(samples[i]), count=len(samples))
         if self.cache_features:
             features = self.cache.load_or_build(
                 dataset_name=self.dataset.name,

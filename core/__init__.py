@@ -11,4 +11,6 @@ every DDP process), `optimization` (Adam with the encoder's group and epoch deca
 tasks build on), `results` (predict writers).
 Output: `overlays` (attention drawn over the photo), `curves` (training curves), `wordnet` (offline WordNet
 for METEOR and WUPS).
+Use from Python: `pretrained` (the record of a bundled model, which the tasks' registries hold, and the photo a
+user hands `Captioner` or `Answerer`).
 """

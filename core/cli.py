@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from core.checkpoints import (
     with_safe_checkpoint_io,
 )
 from core.hparams import MOVED_MODULES
+from core.precision import precision_for
 from core.progress import training_progress_bar
 from core.resume import RandomState
 
@@ -28,6 +30,10 @@ from core.resume import RandomState
 #: file first, then its --config files and options, which override it. It sits beside the task configs, found from
 #: this package whatever the working directory.
 TRAINER_BASE = Path(__file__).resolve().parents[1] / "configs" / "trainer.yaml"
+
+#: Where the precision chosen for a null `trainer.precision` is passed to the other processes of a DDP run, which
+#: Lightning starts by running the same command again: they use it instead of probing the CPU on their own.
+CHOSEN_PRECISION = "VISUAL_ATTENTION_PRECISION"
 
 
 class CheckpointSafeCLI(LightningCLI):
@@ -41,7 +47,11 @@ class CheckpointSafeCLI(LightningCLI):
       unless the config names a CheckpointIO plugin;
     * the `RandomState` callback is always added, so a run resumed mid-epoch continues exactly;
     * the progress bar is Lightning's own without `v_num` (`core.progress`) unless the config names one or turns
-      it off, and each subcommand says in one line what it is about to do.
+      it off, and each subcommand says in one line what it is about to do;
+    * with `choose_precision: true` (the Flickr8k configs), a `trainer.precision` left null becomes the precision
+      that fits the machine (`core.precision`: bfloat16 autocast where it is faster than float32), said in one
+      line; a precision given in a config or as `--trainer.precision` is used as given. Without it, a null
+      precision is Lightning's float32, so a run does not depend on a timing.
     """
 
     checkpoint_kind: str  # "captioning", "VQA": set by each task's CLI
@@ -108,6 +118,37 @@ class CheckpointSafeCLI(LightningCLI):
                 raise
             moves = ", ".join(f"{path}.* is now {MOVED_MODULES[path]}.*" for path in old)
             raise SystemExit(f"error: a config or option names a class by a path that moved: {moves}") from None
+
+    def add_default_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        super().add_default_arguments_to_parser(parser)
+        parser.add_argument(
+            "--choose_precision",
+            type=bool,
+            default=False,
+            help="when trainer.precision is not given, use bfloat16 autocast if this machine multiplies in it faster "
+            "than in float32 (a short probe, logged), float32 otherwise",
+        )
+
+    def before_instantiate_classes(self) -> None:
+        super().before_instantiate_classes()
+        trainer = self._get(self.config, "trainer")
+        chosen_here = self._get(self.config, "choose_precision", default=False)
+        if chosen_here and isinstance(trainer, Namespace) and trainer.get("precision") is None:
+            trainer.precision = self._machine_precision(trainer.get("accelerator") or "auto")
+
+    @staticmethod
+    def _machine_precision(accelerator: Any) -> str:
+        """The precision `core.precision` chooses for this machine, logged once; in the other processes of a DDP
+        run, the one the first process chose."""
+        inherited = os.environ.get(CHOSEN_PRECISION)
+        if inherited and os.environ.get("LOCAL_RANK", "0") != "0":
+            return inherited
+        choice = precision_for(accelerator)
+        logging.getLogger(__name__).info(
+            "precision: %s, chosen for this machine (%s); --trainer.precision sets it", choice.precision, choice.reason
+        )
+        os.environ[CHOSEN_PRECISION] = choice.precision
+        return choice.precision
 
     def instantiate_classes(self) -> None:
         super().instantiate_classes()

@@ -1,8 +1,10 @@
-"""`python -m core.curves OUT.png LABEL=metrics.csv ...`: training curves from Lightning's CSV logs.
+"""`python -m core.curves OUT.png LABEL=RUN_LOG_FOLDER ...`: training curves from Lightning's logs.
 
-Both CLIs log through `lightning.pytorch.loggers.CSVLogger`, which writes one `metrics.csv` per run: a row per
+Both CLIs log through `lightning.pytorch.loggers.TensorBoardLogger` (configs/trainer.yaml), which writes the event
+files of a run into its log folder (`<run folder>/logs/version_N/`), or, with `--trainer.logger
+lightning.pytorch.loggers.CSVLogger`, through the CSV logger, which writes one `metrics.csv` there: a row per
 logged training step and a row per validation epoch, each row holding only the columns logged at that moment.
-This command reads several such files and draws one panel per metric against the epoch, one line per run, so
+Either way Lightning logs each value with its step and epoch. This command reads several such runs and draws one panel per metric against the epoch, one line per run, so
 that runs (soft against hard attention, one hop against two) can be compared on one picture; `LABEL=A+B` draws
 run B (a fine-tuning started from A's checkpoint) as the continuation of run A. A training metric, logged every
 few steps, is shown as its mean over each epoch; a validation metric as its value at the end of each epoch. The
@@ -31,7 +33,7 @@ class Curves:
 
     @classmethod
     def read(cls, label: str, *paths: Path) -> Curves:
-        """Read a CSVLogger `metrics.csv` (or the run folder that holds one).
+        """Read a run's log folder (TensorBoard event files or a CSVLogger `metrics.csv`), or its `metrics.csv`.
 
         Several paths are runs that continue one another, such as self-critical fine-tuning started from a
         cross-entropy run's checkpoint: each run counts its epochs from 0, so each one's epochs are placed
@@ -60,12 +62,27 @@ class Curves:
 
 
 def _per_epoch_means(path: Path) -> dict[str, dict[int, float]]:
-    """`{metric: {epoch: mean of its finite values logged in that epoch}}` of one CSVLogger metrics file."""
-    if path.is_dir():
-        path = path / "metrics.csv"
-    if not path.is_file():
-        raise FileNotFoundError(f"no metrics file at {path}: give a CSVLogger metrics.csv or the folder holding it")
+    """`{metric: {epoch: mean of its finite values logged in that epoch}}` of one run's log: a CSVLogger metrics
+    file, or a folder holding one or TensorBoard event files."""
+    if path.is_dir() and not (path / "metrics.csv").is_file() and any(path.glob("events.out.tfevents.*")):
+        logged = _tensorboard_values(path)
+    else:
+        logged = _csv_values(path / "metrics.csv" if path.is_dir() else path)
     sums: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for name, epoch, value in logged:
+        if math.isfinite(value):
+            sums[name][epoch].append(value)
+    return {name: {epoch: sum(v) / len(v) for epoch, v in sorted(by_epoch.items())} for name, by_epoch in sums.items()}
+
+
+def _csv_values(path: Path) -> list[tuple[str, int, float]]:
+    """(metric, epoch, value) of every value in a CSVLogger metrics file."""
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no metrics file at {path}: give a run's log folder (TensorBoard event files or a CSVLogger metrics.csv) "
+            "or its metrics.csv"
+        )
+    values = []
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
         if not reader.fieldnames or "epoch" not in reader.fieldnames:
@@ -74,13 +91,26 @@ def _per_epoch_means(path: Path) -> dict[str, dict[int, float]]:
             if not row.get("epoch"):
                 continue
             epoch = int(float(row["epoch"]))
-            for name, text in row.items():
-                if name in ("epoch", "step") or not text:
-                    continue
-                value = float(text)
-                if math.isfinite(value):
-                    sums[name][epoch].append(value)
-    return {name: {epoch: sum(v) / len(v) for epoch, v in sorted(by_epoch.items())} for name, by_epoch in sums.items()}
+            values += [(name, epoch, float(text)) for name, text in row.items() if name not in ("epoch", "step") and text]
+    return values
+
+
+def _tensorboard_values(folder: Path) -> list[tuple[str, int, float]]:
+    """(metric, epoch, value) of every scalar in a TensorBoard log folder. Lightning logs the epoch as a scalar of
+    its own, "epoch", at every step it logs anything, which gives each value's epoch by its step."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder), size_guidance={"scalars": 0})  # 0: keep every value
+    events.Reload()
+    names = events.Tags()["scalars"]
+    if "epoch" not in names:
+        raise ValueError(f"{folder} holds no Lightning log: its event files have no 'epoch' scalar")
+    epoch_at = {event.step: int(event.value) for event in events.Scalars("epoch")}
+    return [
+        (name, epoch_at[event.step], event.value)
+        for name in names if name != "epoch"
+        for event in events.Scalars(name) if event.step in epoch_at
+    ]
 
 
 def plot_curves(runs: Sequence[Curves], metrics: Sequence[str], out: Path, *, title: str | None = None) -> Path:
@@ -131,13 +161,14 @@ def parse_run(text: str) -> tuple[str, list[Path]]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m core.curves",
-        description="Plot per-epoch training curves of one or more runs from their CSVLogger metrics.csv files.",
+        description="Plot per-epoch training curves of one or more runs from their Lightning logs (TensorBoard or CSV).",
     )
     parser.add_argument("out", type=Path, help="the PNG to write")
     parser.add_argument(
         "runs",
         nargs="+",
-        help="LABEL=PATH/TO/metrics.csv (or its folder), one per run; LABEL=FIRST+NEXT for a run continued by "
+        help="LABEL=RUN/logs/version_N (a run's log folder: TensorBoard or CSV logs) or its metrics.csv, one per run; "
+        "LABEL=FIRST+NEXT for a run continued by "
         "another, as self-critical fine-tuning continues a cross-entropy run",
     )
     parser.add_argument(

@@ -22,10 +22,16 @@ A build can take minutes, so it says what it does before it starts: `announce` (
 every split a stage needs) lists the caches to build, with their image counts; each build then names its split
 and, once its first batch is encoded, estimates how long the rest takes on this machine from that batch's speed.
 Progress is shown per split by `core.progress.phase_progress`.
+
+A run that reads only part of a split (`fast_dev_run`, an integer `limit_train_batches`/`limit_val_batches`) does
+not build its cache: `splits_read_in_part` names those splits from the Trainer's limits, `announce_encoding_on_read`
+says so, and `EncodedOnRead` encodes each image when it is first read, in memory; `fast_dev_run` on easy-VQA
+encodes about a hundred images instead of 4000.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -36,6 +42,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -284,13 +291,10 @@ def _encode_into(
     try:
         with torch.inference_mode():
             for images in batches:
-                features = encoder.trunk(images.to(device, non_blocking=True))  # (B, L, D)
+                batch = _trunk_float16(encoder, images.to(device, non_blocking=True), first=start).numpy()
                 expected = (len(images), *out.shape[1:])
-                if tuple(features.shape) != expected:
-                    raise RuntimeError(f"{type(encoder).__name__} returned features {tuple(features.shape)}, expected {expected}")
-                batch = features.to(torch.float16).cpu().numpy()
-                if not np.isfinite(batch).all():
-                    raise ValueError(f"{type(encoder).__name__} features overflow float16 (images {start}..{start + len(batch) - 1})")
+                if batch.shape != expected:
+                    raise RuntimeError(f"{type(encoder).__name__} returned features {batch.shape}, expected {expected}")
                 out[start : start + len(batch)] = batch
                 if start == 0 and on_first_batch is not None:
                     on_first_batch(len(batch), time.perf_counter() - started, desc)
@@ -299,6 +303,92 @@ def _encode_into(
         encoder.train(was_training)
     if start != len(out):
         raise RuntimeError(f"encoded {start} images, expected {len(out)}")
+
+
+def _trunk_float16(encoder: Encoder, images: Tensor, *, first: int) -> Tensor:
+    """The trunk's outputs (B, L, D) for images (B, 3, S, S) as float16 on the CPU, as the cache stores them;
+    `first` is the index of the first image, for the error raised when a value overflows float16."""
+    features = encoder.trunk(images).to(torch.float16).cpu()  # (B, L, D)
+    if not torch.isfinite(features).all():
+        raise ValueError(f"{type(encoder).__name__} features overflow float16 (images {first}..{first + len(images) - 1})")
+    return features
+
+
+class EncodedOnRead:
+    """Image i's trunk output (L, D) float16, like a cache's, computed when it is first read and kept in memory:
+    the inputs of a split that a run reads only part of (`splits_read_in_part`), so it encodes those images and
+    writes nothing. The encoder is copied to the CPU, where data loaders run.
+
+    Args:
+        encoder: the model's encoder (its frozen trunk is what runs).
+        load_image: image i of the split.
+        count: the number of images in the split.
+    """
+
+    def __init__(self, *, encoder: Encoder, load_image: Callable[[int], Image.Image], count: int) -> None:
+        self.encoder = copy.deepcopy(encoder).cpu().eval()
+        self.transform = encoder.transform()
+        self.load_image = load_image
+        self.count = count
+        self._encoded: dict[int, Tensor] = {}
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __call__(self, index: int) -> Tensor:
+        if index not in self._encoded:
+            with torch.no_grad():
+                image = self.transform(self.load_image(index)).unsqueeze(0)  # (1, 3, S, S)
+                self._encoded[index] = _trunk_float16(self.encoder, image, first=index)[0]  # (L, D)
+        return self._encoded[index]
+
+
+def items_read(trainer: Any, loader: str, *, batch_size: int) -> int | None:
+    """At most how many items a run of `trainer` reads from its `loader` ("train", "val", "test", "predict") in all,
+    over every process, when its batch limits bound that (`fast_dev_run` and an integer `limit_<loader>_batches`);
+    None when it may read them all (no limit, a fraction, or training bounded by neither epochs nor steps).
+    Evaluation reads the same first batches every time, training new ones at every epoch."""
+    limit = getattr(trainer, f"limit_{loader}_batches", None)
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        return None
+    processes = max(1, getattr(trainer, "world_size", 1))
+    per_pass = limit * batch_size * processes
+    if loader != "train":
+        return per_pass
+    bounds = []
+    if (trainer.max_epochs or -1) > 0:
+        bounds.append(per_pass * trainer.max_epochs)
+    if (trainer.max_steps or -1) > 0:
+        bounds.append(trainer.max_steps * trainer.accumulate_grad_batches * batch_size * processes)
+    return min(bounds) if bounds else None
+
+
+def splits_read_in_part(trainer: Any, loaders: Mapping[str, tuple[str, int, int]]) -> dict[str, tuple[int, int]]:
+    """The splits that a run of `trainer` reads only part of, as split -> (items read at most, items).
+
+    Args:
+        trainer: the Trainer (None: every split is read whole).
+        loaders: split -> (its loader: "train", "val", ..., that loader's batch size, the split's number of items).
+    """
+    if trainer is None:
+        return {}
+    partly = {}
+    for split, (loader, batch_size, items) in loaders.items():
+        read = items_read(trainer, loader, batch_size=batch_size)
+        if read is not None and read < items:
+            partly[split] = (read, items)
+    return partly
+
+
+def announce_encoding_on_read(dataset_name: str, splits: Mapping[str, tuple[int, int]]) -> None:
+    """Say, for the splits a run reads only part of (`splits_read_in_part`), that their images are encoded as they
+    are read instead of cached."""
+    if splits:
+        listed = ", ".join(f"{split} (at most {read} of {items} items)" for split, (read, items) in splits.items())
+        logger.info(
+            "this run reads only part of %s: %s; their images are encoded as they are read, and no cache is built",
+            dataset_name, listed,
+        )
 
 
 def _device_of(encoder: Encoder) -> torch.device:

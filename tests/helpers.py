@@ -32,6 +32,10 @@ SMALL_SHAPES = [
     "--data.eval_batch_size=8",
 ]
 
+# The CSV logger instead of configs/trainer.yaml's TensorBoard one, for the tests that read metrics.csv row by row
+# (every step's values); give it before any --trainer.logger.init_args.* option
+CSV_LOGGER = "--trainer.logger=lightning.pytorch.loggers.CSVLogger"
+
 
 def run_module(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     """`python -m module args...` in cwd; fails the test with the end of its output when it fails."""
@@ -53,12 +57,26 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def metrics_of(run_dir: Path) -> dict[str, float]:
-    """The last logged value of every metric in a run's metrics.csv."""
+    """The last logged value of every metric of a run: from the TensorBoard event files of the default logger
+    (configs/trainer.yaml) and from the metrics.csv files of the CSV logger (`CSV_LOGGER`), whichever it wrote."""
     values = {}
+    for folder in sorted({path.parent for path in run_dir.rglob("events.out.tfevents.*")}):
+        events = tensorboard_events(folder)
+        values.update({tag: events.Scalars(tag)[-1].value for tag in events.Tags()["scalars"]})
     for path in sorted(run_dir.rglob("metrics.csv")):
         for row in csv.DictReader(path.open()):
             values.update({k: float(v) for k, v in row.items() if v})
     return values
+
+
+def tensorboard_events(folder: Path):
+    """Everything the TensorBoard event files in `folder` hold (every value kept, none sampled away), read back
+    with TensorBoard's own reader: `.Tags()`, `.Scalars(tag)`, `.Images(tag)`, `.Tensors(tag)`."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder), size_guidance={"scalars": 0, "images": 0, "tensors": 0})
+    events.Reload()
+    return events
 
 
 def make_vqa_layout(root: Path, files: dict[str, tuple[str, str, str]]) -> None:

@@ -11,6 +11,7 @@ from core.cli import CheckpointSafeCLI
 from core.results import ResultsWriter
 from vqa.datamodule import VqaDataModule
 from vqa.module import VqaModule
+from vqa.tensorboard import AnswerSamples
 
 
 class AnswerResultsWriter(ResultsWriter):
@@ -31,13 +32,15 @@ class AnswerResultsWriter(ResultsWriter):
 
 class VqaCLI(CheckpointSafeCLI):
     """The project's LightningCLI (checkpoints as data, written atomically) with the predict writer under
-    `--writer.*`."""
+    `--writer.*`, and a few validation questions with their answers and attention in TensorBoard every validation
+    epoch (`--tensorboard.count`)."""
 
     checkpoint_kind = "VQA"
     checkpoint_required = ("question_vocabulary", "answers")
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(AnswerResultsWriter, "writer")
+        parser.add_lightning_class_args(AnswerSamples, "tensorboard")
 
 
 def main(args: list[str] | None = None) -> VqaCLI:

@@ -19,7 +19,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from core.batches import CachedInputs, ImageInputs, pad_batch
-from core.features import FeatureCache
+from core.features import EncodedOnRead, FeatureCache, announce_encoding_on_read, splits_read_in_part
 from core.resume import ResumableLoader, shuffle_seed
 from data.vocabulary import Vocabulary, tokenize
 from data.vqa import VqaDataset, VqaSample
@@ -81,6 +81,7 @@ class VqaDataModule(L.LightningDataModule):
         self.split_names = {"val": val_split, "test": test_split, "predict": predict_split}
         self.answer_sets = answer_sets
         self._questions: dict[str, list[VqaSample]] = {}
+        self._read_in_part: dict[str, tuple[int, int]] = {}  # splits this run reads only part of: encoded on read
 
     # -- what the model needs from the data --------------------------------------------------------------
 
@@ -118,8 +119,14 @@ class VqaDataModule(L.LightningDataModule):
         splits = {"fit": ["train", self.split_names["val"]], "validate": [self.split_names["val"]],
                   "test": [self.split_names["test"]]}.get(stage, [])
         if self.cache_features and splits:  # say what the first batch waits for
-            ids = {split: self.dataset.image_ids(split) for split in splits}
-            if stage == "fit" and self.mirror_images:
+            loaders = {"train": ("train", self.batch_size), self.split_names["val"]: ("val", self.eval_batch_size),
+                       self.split_names["test"]: ("test", self.eval_batch_size)}
+            self._read_in_part = splits_read_in_part(
+                self.trainer, {split: (*loaders[split], len(self.questions(split))) for split in splits}
+            )
+            announce_encoding_on_read(self.dataset.name, self._read_in_part)
+            ids = {split: self.dataset.image_ids(split) for split in splits if split not in self._read_in_part}
+            if stage == "fit" and self.mirror_images and "train" in ids:
                 ids["train-mirrored"] = ids["train"]
             self.cache.announce(dataset_name=self.dataset.name, splits=ids, encoder=self.model.encoder)
 
@@ -135,20 +142,28 @@ class VqaDataModule(L.LightningDataModule):
         def load(i: int) -> Image.Image:
             return self.dataset.load(image_ids[i])
 
-        inputs = self._inputs(split, image_ids, load)
+        inputs = self._inputs(split, image_ids, load, whole=split not in self._read_in_part)
         view = None
         if mirror:
             mirrored = [" ".join(mirror_words(tokenize(s.question))) for s in samples]
             mirrored_words = [question_ids(vocabulary, question, max_length=max_length) for question in mirrored]
-            view = MirrorView(self._inputs(f"{split}-mirrored", image_ids, lambda i: mirror_image(load(i))), mirrored_words)
+            mirrored_inputs = self._inputs(
+                f"{split}-mirrored", image_ids, lambda i: mirror_image(load(i)), whole=split not in self._read_in_part
+            )
+            view = MirrorView(mirrored_inputs, mirrored_words)
         return Questions(inputs, samples, [position[s.image_id] for s in samples], words, target, view)
 
-    def _inputs(self, name: str, image_ids: list[str], load: Callable[[int], Image.Image]) -> CachedInputs | ImageInputs:
+    def _inputs(
+        self, name: str, image_ids: list[str], load: Callable[[int], Image.Image], *, whole: bool = True
+    ) -> CachedInputs | EncodedOnRead | ImageInputs:
         """Image i of `image_ids` as the model's input: `load(i)` through the encoder's frozen trunk, cached under
-        the name `name` on first use; or the preprocessed image when features are not cached."""
+        the name `name` on first use, or encoded when read if the run reads only part of the split (`whole`
+        False); or the preprocessed image when features are not cached."""
         encoder = self.model.encoder
         if not self.cache_features:
             return ImageInputs(load, encoder.transform(), len(image_ids))
+        if not whole:
+            return EncodedOnRead(encoder=encoder, load_image=load, count=len(image_ids))
         features = self.cache.load_or_build(
             dataset_name=self.dataset.name,
             split=name,

@@ -49,22 +49,54 @@ def export_answer(
     """
     with torch.inference_mode():
         answered = model.answer(model.encoder.transform()(image).to(model.device), question, top=top)
-    grid = model.encoder.grid_size
-    maps = heat_maps(answered.weights, grid, image.size)  # K maps (height, width)
+    return write_answer_overlays(
+        image,
+        question=question,
+        answers=answered.answers,
+        weights=answered.weights,
+        grid=model.encoder.grid_size,
+        out_dir=out_dir,
+        source=source,
+    )
+
+
+def write_answer_overlays(
+    image: Image.Image,
+    *,
+    question: str,
+    answers: Sequence[tuple[str, float]],
+    weights: torch.Tensor,
+    grid: int,
+    out_dir: Path,
+    source: str = "",
+) -> dict:
+    """Write one answer's hop overlays, grid and answer.json into out_dir (created when missing); returns the
+    answer.json record. Shared by `export_answer` and `vqa.Answer.save`.
+
+    Args:
+        image: the original photo (its own size; the maps are stretched onto it).
+        question: the question as typed.
+        answers: (answer label, probability) pairs, most probable first.
+        weights: (K, L) attention weights of the K hops, L = grid**2.
+        grid: the side of the encoder's square grid.
+        out_dir: the folder to write into.
+        source: what the photo is called in answer.json.
+    """
+    maps = heat_maps(weights, grid, image.size)  # K maps (height, width)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     for hop, heat in enumerate(maps, start=1):
         save_png(overlay(image, heat), out_dir / f"hop_{hop}.png")
-    best, probability = answered.answers[0]
+    best, probability = answers[0]
     titles = [f"hop {hop}" for hop in range(1, len(maps) + 1)]
     save_png(word_grid(image, titles, maps, image_title=f"{answer_words(best)} ({probability:.0%})"), out_dir / "grid.png")
     record = {
         "image": source,
         "question": question,
-        "answers": [[answer, p] for answer, p in answered.answers],
+        "answers": [[answer, p] for answer, p in answers],
         "grid_size": [grid, grid],
         "image_size": list(image.size),
-        "weights": answered.weights.float().cpu().tolist(),
+        "weights": weights.float().cpu().tolist(),
     }
     write_json_atomically(out_dir / "answer.json", record)
     return record

@@ -2,9 +2,10 @@
 
 VQA accuracy reproduces the GT-Vision-Lab evaluation script (`vqaEval.py` of the VQA API, Antol et al.
 2015 / Goyal et al. 2017): an answer counts as fully right when at least 3 of the 10 annotators gave it,
-averaged over the 10 leave-one-annotator-out subsets; answers are normalised (punctuation, articles, number
-words, contractions) only when the annotators disagree. Published VQA numbers come from that script, so
-its quirks are kept on purpose and are marked where they look like bugs. Results are reported like the
+averaged over the 10 leave-one-annotator-out subsets; answers are normalised (punctuation, lowercase,
+articles, number words, contractions) only when the annotators disagree, and compared exactly otherwise, so
+"Yes" against ten "yes" scores 0 as it does there (`ignore_case=True` is the lenient variant). Published VQA
+numbers come from that script, so its quirks are kept on purpose and are marked where they look like bugs. Results are reported like the
 script: percentages rounded to 2 places, overall, per answer type and per question type.
 
 DAQUAR (Malinowski & Fritz, NIPS 2014) treats an answer as a *set* of words ("chair, table") and scores a
@@ -129,13 +130,25 @@ def _clean_whitespace(answer: str) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def vqa_score(prediction: str, human_answers: Sequence[str]) -> float:
+def vqa_score(prediction: str, human_answers: Sequence[str], *, ignore_case: bool = False) -> float:
     """VQA accuracy of one predicted answer against the N human answers, on 0..1.
 
-    Score = mean over the N leave-one-out subsets of min(1, #subset answers equal to the prediction / 3),
-    comparing case-insensitively; prediction and answers are normalised (`normalize_answer`) only when
-    the human answers are not all identical, exactly as the official script does. For N = 10 (VQA v1/v2)
-    this is the official number; DAQUAR-style data that repeats one answer 10 times scores exact match.
+    Score = mean over the N leave-one-out subsets of min(1, #subset answers equal to the prediction / 3).
+    As in the official script (GT-Vision-Lab's `vqaEval.py`), newlines and tabs become spaces and the ends
+    are stripped; then, only when the human answers are not all identical, prediction and answers are
+    normalised (`normalize_answer`, which lowercases); the strings are then compared exactly. So when all
+    annotators agree the comparison is case-sensitive: "Yes" against ten "yes" scores 0, as it does there.
+    For N = 10 (VQA v1/v2) this is the official number; DAQUAR-style data that repeats one answer 10 times
+    scores exact match.
+
+    (An earlier revision of the script, still in some copies, normalised the prediction always and the
+    human answers' punctuation only: there "Yes" scores 1. The current one is followed here.)
+
+    Args:
+        prediction: the predicted answer, raw text.
+        human_answers: the annotators' answers, raw text.
+        ignore_case: compare case-insensitively even when the annotators agree ("Yes" = "yes"): not the
+            official number, for data whose answers' case carries no meaning.
 
     For N < 4 the official threshold of 3 agreeing humans is out of reach, so it becomes N - 1 (all the
     other annotators agreeing is full credit), and N = 1 is plain exact match. N >= 4 is unchanged.
@@ -152,7 +165,9 @@ def vqa_score(prediction: str, human_answers: Sequence[str]) -> float:
     if len(set(answers)) > 1:
         predicted = normalize_answer(predicted)
         answers = [normalize_answer(answer) for answer in answers]
-    matches = [answer.lower() == predicted.lower() for answer in answers]
+    if ignore_case:
+        predicted, answers = predicted.lower(), [answer.lower() for answer in answers]
+    matches = [answer == predicted for answer in answers]
     if len(answers) == 1:
         return float(matches[0])
     needed = min(_HUMANS_FOR_FULL_CREDIT, len(answers) - 1)
@@ -218,13 +233,16 @@ class VqaReport:
         return metrics
 
 
-def vqa_accuracy(predictions: Mapping[Hashable, str], questions: Iterable[QuestionRecord]) -> VqaReport:
+def vqa_accuracy(
+    predictions: Mapping[Hashable, str], questions: Iterable[QuestionRecord], *, ignore_case: bool = False
+) -> VqaReport:
     """Score predicted answers with `vqa_score` and aggregate them like the official script.
 
     Args:
         predictions: question id -> predicted answer (raw text). Ids not among `questions` are ignored,
             so one prediction file can be scored on a subset of questions.
         questions: the questions to score, each with its human answers and types.
+        ignore_case: passed to `vqa_score`; False (the official comparison) unless asked for.
 
     Returns:
         A `VqaReport` (percentages rounded to 2 places).
@@ -241,7 +259,7 @@ def vqa_accuracy(predictions: Mapping[Hashable, str], questions: Iterable[Questi
     by_answer_type: dict[str, list[float]] = defaultdict(list)
     by_question_type: dict[str, list[float]] = defaultdict(list)
     for record in records:
-        score = vqa_score(predictions[record.question_id], record.answers)
+        score = vqa_score(predictions[record.question_id], record.answers, ignore_case=ignore_case)
         scores.append(score)
         by_answer_type[record.answer_type].append(score)
         by_question_type[record.question_type].append(score)

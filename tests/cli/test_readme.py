@@ -140,4 +140,4 @@ def test_quick_commands_run_as_written(tmp_path: Path) -> None:
         if "--output" in words:
             written = tmp_path / words[words.index("--output") + 1]
             assert any(written.rglob("*.png")), shlex.join(words)
-    assert list((tmp_path / "runs").rglob("metrics.csv"))  # the bundled test logged its scores
+    assert list((tmp_path / "runs").rglob("events.out.tfevents.*"))  # the bundled test logged its scores

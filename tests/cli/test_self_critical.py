@@ -27,7 +27,7 @@ from captioning.self_critical import (
 from core.checkpoints import CheckpointError
 from core.encoder import EfficientNetLite
 from tests.helpers import CAPTIONING_CONFIGS as CONFIGS
-from tests.helpers import REPO, SMALL_SHAPES, run_cli
+from tests.helpers import CSV_LOGGER, REPO, SMALL_SHAPES, run_cli
 
 REFERENCES = {
     "0": ["a dog runs on the grass", "a brown dog is running", "the dog runs across a field"],
@@ -250,7 +250,7 @@ def test_cli_fine_tunes_a_bundled_model_self_critically_and_resumes(tmp_path):
         f"--model.initial_weights={bundled}", "--model.self_critical=captioning.self_critical.SelfCritical",
         "--model.learning_rate=1e-5", "--trainer.limit_train_batches=2", "--trainer.log_every_n_steps=1",
         "--trainer.limit_val_batches=0",
-        f"--trainer.default_root_dir={run}", f"--trainer.logger.init_args.save_dir={run}",
+        f"--trainer.default_root_dir={run}", CSV_LOGGER, f"--trainer.logger.init_args.save_dir={run}",
         f"--data.cache_dir={tmp_path / 'cache'}",
     ]  # fmt: skip
     run_cli(*fit, "--trainer.max_epochs=1", cwd=tmp_path)

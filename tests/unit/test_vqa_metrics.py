@@ -93,9 +93,36 @@ def test_differing_answers_are_normalised_on_both_sides() -> None:
     assert vqa_score("Two", ["2"] * 9 + ["3"]) == 1.0
 
 
-def test_comparison_is_case_insensitive_even_without_normalisation() -> None:
-    # The official script compares `answer.lower() == prediction.lower()` in every case.
-    assert vqa_score("yes", ["Yes"] * 10) == 1.0
+def test_unanimous_answers_are_compared_case_sensitively() -> None:
+    # GT-Vision-Lab's vqaEval.py compares `item['answer'] == resAns` and lowercases only inside the
+    # normalisation it applies when the answers differ: ten "yes" give "Yes" 0, as there.
+    assert vqa_score("Yes", ["yes"] * 10) == 0.0
+    assert vqa_score("yes", ["Yes"] * 10) == 0.0
+    assert vqa_score("yes", ["yes"] * 10) == 1.0
+
+
+def test_differing_answers_are_lowercased_by_the_normalisation() -> None:
+    # Not unanimous, so both sides are normalised (lowercased): "Yes" matches the 7 "yes" and the 2 "YES".
+    # Leaving out a "yes" or "YES" leaves 8 matches, leaving out the "no" leaves 9: every subset >= 3 -> 1.0.
+    assert vqa_score("Yes", ["yes"] * 7 + ["YES"] * 2 + ["no"]) == 1.0
+    # "The Dog." normalises to "dog": it matches the two answers "a dog" and "Dog"; each of those left out
+    # leaves 1 match (1/3), each of the 8 "cat" left out leaves 2 (2/3): (2 * 1/3 + 8 * 2/3) / 10 = 0.6.
+    assert vqa_score("The Dog.", ["a dog", "Dog"] + ["cat"] * 8) == pytest.approx(0.6, abs=1e-12)
+
+
+def test_ignore_case_is_the_lenient_option() -> None:
+    assert vqa_score("Yes", ["yes"] * 10, ignore_case=True) == 1.0
+    assert vqa_score("YES", ["Yes"] * 10, ignore_case=True) == 1.0
+    assert vqa_score("no", ["yes"] * 10, ignore_case=True) == 0.0
+    # When the answers differ the normalisation lowercases anyway: the option changes nothing there.
+    answers = ["yes"] * 7 + ["no"] * 3
+    assert vqa_score("Yes", answers, ignore_case=True) == vqa_score("Yes", answers) == 1.0
+
+
+def test_vqa_accuracy_passes_ignore_case_on() -> None:
+    question = QuestionRecord(question_id=1, answers=("yes",) * 10, answer_type="yes/no", question_type="is the")
+    assert vqa_accuracy({1: "Yes"}, [question]).overall == 0.0
+    assert vqa_accuracy({1: "Yes"}, [question], ignore_case=True).overall == 100.0
 
 
 def test_newlines_and_tabs_become_spaces_and_ends_are_stripped() -> None:

