@@ -20,7 +20,13 @@ from torch.utils.data import DataLoader, Dataset
 
 from core.batches import CachedInputs, ImageInputs, pad_batch
 from core.encoder import Encoder
-from core.features import EncodedOnRead, FeatureCache, announce_encoding_on_read, splits_read_in_part
+from core.features import (
+    EncodedOnRead,
+    FeatureCache,
+    announce_encoding_on_read,
+    splits_read_in_part,
+    stage_loaders,
+)
 from core.resume import ResumableLoader, shuffle_seed
 from data.captions import CaptionDataset, CaptionSample
 from data.images import load_image
@@ -114,16 +120,13 @@ class CaptionDataModule(L.LightningDataModule):
             model.set_vocabulary(self.build_vocabulary())
         self.vocabulary = model.vocabulary
         self.encoder: Encoder = model.encoder
-        splits = {"fit": ["train", self.split_names["val"]], "validate": [self.split_names["val"]],
-                  "test": [self.split_names["test"]]}.get(stage, [])
-        if self.cache_features and splits:  # say what the first batch waits for
-            loaders = {"train": ("train", self.batch_size), self.split_names["val"]: ("val", self.eval_batch_size),
-                       self.split_names["test"]: ("test", self.eval_batch_size)}
+        loaders = stage_loaders(stage, self.split_names, batch_size=self.batch_size, eval_batch_size=self.eval_batch_size)
+        if self.cache_features and loaders:  # say what the first batch waits for
             self._read_in_part = splits_read_in_part(
-                self.trainer, {split: (*loaders[split], self._items(split)) for split in splits}
+                self.trainer, {split: (*loader, self._items(split)) for split, loader in loaders.items()}
             )
             announce_encoding_on_read(self.dataset.name, self._read_in_part)
-            ids = {split: [s.image_id for s in self.samples(split)] for split in splits if split not in self._read_in_part}
+            ids = {split: [s.image_id for s in self.samples(split)] for split in loaders if split not in self._read_in_part}
             self.cache.announce(dataset_name=self.dataset.name, splits=ids, encoder=self.encoder)
 
     def _items(self, split: str) -> int:

@@ -363,6 +363,20 @@ def items_read(trainer: Any, loader: str, *, batch_size: int) -> int | None:
     return min(bounds) if bounds else None
 
 
+def stage_loaders(
+    stage: str, split_names: Mapping[str, str], *, batch_size: int, eval_batch_size: int
+) -> dict[str, tuple[str, int]]:
+    """The dataset splits a Trainer stage ("fit", "validate", "test") reads, as split -> (its loader: "train", "val"
+    or "test", that loader's batch size); `split_names` maps "val" and "test" to the dataset's split names. Other
+    stages (predict reads files) read none."""
+    val, test = split_names["val"], split_names["test"]
+    return {
+        "fit": {"train": ("train", batch_size), val: ("val", eval_batch_size)},
+        "validate": {val: ("val", eval_batch_size)},
+        "test": {test: ("test", eval_batch_size)},
+    }.get(stage, {})
+
+
 def splits_read_in_part(trainer: Any, loaders: Mapping[str, tuple[str, int, int]]) -> dict[str, tuple[int, int]]:
     """The splits that a run of `trainer` reads only part of, as split -> (items read at most, items).
 

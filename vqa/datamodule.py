@@ -19,7 +19,13 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from core.batches import CachedInputs, ImageInputs, pad_batch
-from core.features import EncodedOnRead, FeatureCache, announce_encoding_on_read, splits_read_in_part
+from core.features import (
+    EncodedOnRead,
+    FeatureCache,
+    announce_encoding_on_read,
+    splits_read_in_part,
+    stage_loaders,
+)
 from core.resume import ResumableLoader, shuffle_seed
 from data.vocabulary import Vocabulary, tokenize
 from data.vqa import VqaDataset, VqaSample
@@ -116,16 +122,13 @@ class VqaDataModule(L.LightningDataModule):
         if model.question_vocabulary is None:
             model.set_vocabularies(*self.build_vocabularies())
         self.model = model
-        splits = {"fit": ["train", self.split_names["val"]], "validate": [self.split_names["val"]],
-                  "test": [self.split_names["test"]]}.get(stage, [])
-        if self.cache_features and splits:  # say what the first batch waits for
-            loaders = {"train": ("train", self.batch_size), self.split_names["val"]: ("val", self.eval_batch_size),
-                       self.split_names["test"]: ("test", self.eval_batch_size)}
+        loaders = stage_loaders(stage, self.split_names, batch_size=self.batch_size, eval_batch_size=self.eval_batch_size)
+        if self.cache_features and loaders:  # say what the first batch waits for
             self._read_in_part = splits_read_in_part(
-                self.trainer, {split: (*loaders[split], len(self.questions(split))) for split in splits}
+                self.trainer, {split: (*loader, len(self.questions(split))) for split, loader in loaders.items()}
             )
             announce_encoding_on_read(self.dataset.name, self._read_in_part)
-            ids = {split: self.dataset.image_ids(split) for split in splits if split not in self._read_in_part}
+            ids = {split: self.dataset.image_ids(split) for split in loaders if split not in self._read_in_part}
             if stage == "fit" and self.mirror_images and "train" in ids:
                 ids["train-mirrored"] = ids["train"]
             self.cache.announce(dataset_name=self.dataset.name, splits=ids, encoder=self.model.encoder)
