@@ -5,13 +5,16 @@
     python demo.py --max-queue 16           # at most 16 requests waiting; more get a "busy" message
 
 Two tabs. "Caption": a photo, a captioning model, a beam width -> the caption and one attention overlay per
-word, then (a moment later: it is written after the page has them) a zip of the export folder
+word (titled with the word and how concentrated its attention is: "dog: 62% on 5% of the photo"), then (a
+moment later: it is written after the page has them) a zip of the export folder
 (`captioning.export.CaptionOverlays`: overlays, grid, GIF, JSON).
 "Ask": a photo, a VQA model and a question -> the top answers (as words: "tissue roll", not DAQUAR's label
-`tissue_roll`) with their probabilities and one overlay per attention hop (`vqa.export.export_answer`); its
-examples pick the model they were made for along with the picture and the question. The default models are the bundled ones (`captioning.bundled`,
-`vqa.bundled`): captioning trained on Flickr8k photos and on ShapesWorld scenes, VQA on DAQUAR's indoor photos
-and on ShapesWorld; any checkpoint of the project can be given instead.
+`tissue_roll`) with their probabilities and one overlay per attention hop (`vqa.export.export_answer`), titled
+the same way; its examples pick the model they were made for along with the picture and the question. Every
+overlay is drawn on one fixed scale (`core.overlays.FixedScale`), which a legend under each gallery explains.
+The default models are the bundled ones (`captioning.bundled`, `vqa.bundled`): captioning trained on Flickr8k
+photos and on ShapesWorld scenes, VQA on DAQUAR's indoor photos and on ShapesWorld; any checkpoint of the
+project can be given instead.
 
 Offline by construction: analytics (and with them Gradio's version check) are off before Gradio is imported,
 the theme's fonts are served by the app itself, nothing is shared, and the server binds to 127.0.0.1
@@ -58,6 +61,8 @@ from PIL import Image
 from captioning.bundled import CAPTION_CHECKPOINTS
 from captioning.export import CaptionOverlays, generate_caption
 from captioning.module import CaptioningModule
+from core.concentration import TOP_AREA, short_share
+from core.overlays import FixedScale
 from data.images import ImageLoadError, ImageProblem, load_image
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.answers import answer_words
@@ -279,15 +284,16 @@ class Handlers:
         # a "." is never in safe_stem's names, so this folder cannot be the export folder itself
         previews = drawn.write_previews(folder.with_name(f"{folder.name}.gallery"))
         text = " ".join(words) or "(the model ended the caption without a word)"
-        overlays = [(str(path), word) for path, word in zip(previews, words)]
+        titles = [f"{word}: {short_share(share)}" for word, share in zip(words, drawn.concentration)]
+        overlays = [(str(path), title) for path, title in zip(previews, titles)]
         yield text, overlays, None
         drawn.write(folder, source=name, parallel=False)  # one core stays free to serve the gallery meanwhile
         yield text, overlays, str(zip_folder(folder, folder.parent / f"{folder.name}_attention.zip"))
 
     def ask(self, upload: Upload, model_name: str, question: str | None) -> tuple[dict[str, float], Gallery]:
         """Answer the question -> ({answer in words: probability} for the top answers, [(hop overlay path,
-        "hop k")]). A question longer than the model reads is answered from its first words, with a warning
-        in the page that says so."""
+        "hop k: 40% on 5% of the photo")]). A question longer than the model reads is answered from its first
+        words, with a warning in the page that says so."""
         model = chosen(self.answerers, model_name)
         image, name = uploaded_image(upload)
         question = question if isinstance(question, str) else ""
@@ -301,7 +307,10 @@ class Handlers:
         notice = cut_notice(question, max_length=model.hparams.max_question_length)
         if notice is not None:
             gr.Warning(notice)
-        hops = [(str(folder / f"hop_{k}.png"), f"hop {k}") for k in range(1, len(record["weights"]) + 1)]
+        hops = [
+            (str(folder / f"hop_{k}.png"), f"hop {k}: {short_share(share)}")
+            for k, share in enumerate(record["concentration"], start=1)
+        ]
         return {answer_words(answer): probability for answer, probability in record["answers"]}, hops
 
 
@@ -351,6 +360,19 @@ def build_app(
     return app.queue(max_size=max_queue)
 
 
+def scale_legend(scale: FixedScale = FixedScale()) -> str:
+    """What the overlays' colours and titles mean, for the page (Markdown), in the words of the colour bar of
+    the export's grid.png."""
+    example = short_share(0.62, TOP_AREA)
+    return (
+        f"**Colours**: 1 = uniform attention (the model looking everywhere equally); brighter = more attention "
+        f"than uniform, up to the brightest yellow at {scale.top:g}x uniform or more. The scale is the same for "
+        f"every word, so a flat map looks flat. **\"dog: {example}\"**: 62% of the attention for \"dog\" falls on "
+        f"the most attended {TOP_AREA:.0%} of the photo (uniform attention puts {TOP_AREA:.0%} there; higher = "
+        "more focused)."
+    )
+
+
 def photo_input(*, elem_id: str) -> gr.Image:
     """An upload box whose file reaches the handler untouched (image_mode=None: no conversion by Gradio)."""
     return gr.Image(label="Photo", type="filepath", image_mode=None, sources=["upload", "clipboard"], elem_id=elem_id)
@@ -366,6 +388,7 @@ def _caption_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
         with gr.Column():
             caption = gr.Textbox(label="Caption", interactive=False, elem_id="caption-text")
             overlays = gr.Gallery(label="Where the model looked, word by word", columns=4, elem_id="caption-gallery")
+            gr.Markdown(scale_legend(), elem_id="caption-legend")
             archive = gr.File(label="Export (overlays, grid, GIF, caption.json)")
     names = list(PHOTO_EXAMPLES) + [f"scene_{i}" for i in SCENE_EXAMPLES]  # photos for the first (Flickr8k) model
     gr.Examples([[str(examples[name])] for name in names], inputs=[image])
@@ -385,6 +408,7 @@ def _ask_tab(handlers: Handlers, examples: Mapping[str, Path], questions: Sequen
         with gr.Column():
             answers = gr.Label(label="Answers", num_top_classes=TOP_ANSWERS)
             hops = gr.Gallery(label="Where each attention hop looked", columns=2)
+            gr.Markdown(scale_legend(), elem_id="ask-legend")
     if questions:  # picking one chooses its model too: a ShapesWorld question is asked of the ShapesWorld model
         rows = [[str(examples[picture]), name, text] for picture, name, text in questions]
         gr.Examples(rows, inputs=[image, model, question])

@@ -1,13 +1,18 @@
-"""`python -m captioning.export CHECKPOINT IMAGE_OR_FOLDER... --output DIR [--beam-size 3]`: caption photos
-and write where the model looked at every word.
+"""`python -m captioning.export CHECKPOINT IMAGE_OR_FOLDER... --output DIR [--beam-size 3] [--stretch]`: caption
+photos and write where the model looked at every word.
 
 For each image, `DIR/<image stem>/` receives:
 
 * `word_01_<word>.png`, ... one overlay per generated word, numbered from 1 in caption order;
-* `grid.png`: the photo, then every word's overlay with the word as its title;
+* `grid.png`: the photo, then every word's overlay with the word as its title, and the colour bar;
 * `attention.gif`: one frame per word;
 * `caption.json`: {"image", "caption", "words", "grid_size": [h, w], "image_size": [width, height],
-  "weights": one row of grid_size**2 raw attention weights per word (row-major grid locations)}.
+  "weights": one row of grid_size**2 raw attention weights per word (row-major grid locations),
+  "scale": the scale the pictures are drawn on (`DisplayScale.describe`), "concentration": per word, the share
+  of its attention on the most attended 5% of the photo (`core.concentration`)}.
+
+The pictures use one fixed scale for every word (`core.overlays.FixedScale`: 1 = uniform attention); `--stretch`
+draws each word's map up to its own maximum instead (`PerMapStretch`).
 
 An image that cannot be read is reported on stderr and skipped; the exit status is non-zero only when no
 image could be exported. `write_caption_overlays` is shared with the `predict` callback
@@ -35,7 +40,11 @@ from torch import Tensor
 
 from captioning.datamodule import IMAGE_SUFFIXES
 from captioning.module import CaptioningModule
+from core.concentration import top_area_share
 from core.overlays import (
+    DisplayScale,
+    FixedScale,
+    PerMapStretch,
     gif_frame,
     heat_maps,
     overlay,
@@ -53,7 +62,15 @@ _DRAWING_POOL: futures.ThreadPoolExecutor | None = None
 _DRAWING_POOL_LOCK = threading.Lock()
 
 
-def export_caption(model: CaptioningModule, image: Image.Image, out_dir: Path, beam_size: int = 3, *, source: str = "") -> dict:
+def export_caption(
+    model: CaptioningModule,
+    image: Image.Image,
+    out_dir: Path,
+    beam_size: int = 3,
+    *,
+    source: str = "",
+    scale: DisplayScale = FixedScale(),
+) -> dict:
     """Caption one photo with beam search and write its overlays into out_dir (see the module docstring).
 
     Args:
@@ -62,6 +79,7 @@ def export_caption(model: CaptioningModule, image: Image.Image, out_dir: Path, b
         out_dir: the folder to write into (created when missing).
         beam_size: beam width of the search.
         source: what the photo is called in caption.json (its path, usually).
+        scale: how the pictures show the weights (default: the same fixed scale for every word).
 
     Returns:
         The caption.json record.
@@ -74,6 +92,7 @@ def export_caption(model: CaptioningModule, image: Image.Image, out_dir: Path, b
         grid=model.encoder.grid_size,
         out_dir=Path(out_dir),
         source=source,
+        scale=scale,
     )
 
 
@@ -86,7 +105,14 @@ def generate_caption(model: CaptioningModule, image: Image.Image, beam_size: int
 
 
 def write_caption_overlays(
-    image: Image.Image, *, words: Sequence[str], weights: Tensor, grid: int, out_dir: Path, source: str = ""
+    image: Image.Image,
+    *,
+    words: Sequence[str],
+    weights: Tensor,
+    grid: int,
+    out_dir: Path,
+    source: str = "",
+    scale: DisplayScale = FixedScale(),
 ) -> dict:
     """Write one caption's word overlays, grid, GIF and caption.json into out_dir; returns the JSON record.
 
@@ -97,8 +123,10 @@ def write_caption_overlays(
         grid: the side of the encoder's square grid.
         out_dir: the folder to write into (created when missing).
         source: what the photo is called in caption.json.
+        scale: how the pictures show the weights (default: the same fixed scale for every word).
     """
-    return CaptionOverlays.draw(image, words=words, weights=weights, grid=grid).write(out_dir, source=source)
+    drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=grid, scale=scale)
+    return drawn.write(out_dir, source=source)
 
 
 @dataclass(frozen=True)
@@ -112,18 +140,38 @@ class CaptionOverlays:
     words: list[str]
     weights: Tensor  # (n_words, L) raw attention weights
     grid: int  # side of the encoder's square grid, L = grid**2
-    maps: list[np.ndarray]  # one (height, width) heat map in [0, 1] per word (`upsample`)
+    scale: DisplayScale  # how the maps show the weights
+    maps: list[np.ndarray]  # one (height, width) heat map in [0, 1] per word (`heat_maps`)
     pictures: list[Image.Image]  # one overlay per word at the photo's size
+    concentration: list[float]  # per word, the share of its attention on the most attended 5% of the photo
 
     @classmethod
-    def draw(cls, image: Image.Image, *, words: Sequence[str], weights: Tensor, grid: int) -> CaptionOverlays:
-        """Each word's heat map and overlay (arguments as `write_caption_overlays`)."""
+    def draw(
+        cls,
+        image: Image.Image,
+        *,
+        words: Sequence[str],
+        weights: Tensor,
+        grid: int,
+        scale: DisplayScale = FixedScale(),
+    ) -> CaptionOverlays:
+        """Each word's heat map, overlay and concentration (arguments as `write_caption_overlays`)."""
         if len(words) != len(weights):
             raise ValueError(f"{len(words)} words but {len(weights)} rows of attention weights")
         photo = image if image.mode == "RGB" else image.convert("RGB")
-        maps = heat_maps(weights, grid, photo.size)
+        maps = heat_maps(weights, grid, photo.size, scale)
         pictures = list(drawing_pool().map(lambda heat: overlay(photo, heat), maps))
-        return cls(photo=photo, words=list(words), weights=weights, grid=grid, maps=maps, pictures=pictures)
+        concentration = top_area_share(weights).tolist()  # (n_words,)
+        return cls(
+            photo=photo,
+            words=list(words),
+            weights=weights,
+            grid=grid,
+            scale=scale,
+            maps=maps,
+            pictures=pictures,
+            concentration=concentration,
+        )
 
     def write_previews(self, folder: Path) -> list[Path]:
         """Each word's overlay as a JPEG (`preview_file_name`, quality PREVIEW_QUALITY) in folder (created when
@@ -157,7 +205,9 @@ class CaptionOverlays:
 
         numbered = enumerate(zip(self.words, self.pictures), start=1)
         words = [pool.submit(write_word, number, word, picture) for number, (word, picture) in numbered]
-        grid = pool.submit(lambda: save_png(word_grid(self.photo, self.words, self.maps), out_dir / "grid.png"))
+        grid = pool.submit(
+            lambda: save_png(word_grid(self.photo, self.words, self.maps, scale=self.scale), out_dir / "grid.png")
+        )
         try:
             frames = [job.result() for job in words]
             if not frames:  # the model ended the caption at once: show the photo alone
@@ -175,6 +225,8 @@ class CaptionOverlays:
             "grid_size": [self.grid, self.grid],
             "image_size": list(self.photo.size),
             "weights": self.weights.detach().float().cpu().tolist(),
+            "scale": self.scale.describe(),
+            "concentration": list(self.concentration),
         }
         write_json_atomically(out_dir / "caption.json", record)
         return record
@@ -250,6 +302,12 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("images", type=Path, nargs="+", metavar="IMAGE_OR_FOLDER", help="image files or folders of images")
     parser.add_argument("--output", type=Path, required=True, help="folder that receives one subfolder per image")
     parser.add_argument("--beam-size", type=int, default=3, help="beam width (default 3)")
+    parser.add_argument(
+        "--stretch",
+        action="store_true",
+        help="draw each word's map up to its own maximum (even a flat map looks peaked) instead of the default "
+        "fixed scale, the same for every word (1 = uniform attention)",
+    )
     return parser.parse_args(argv)
 
 
@@ -260,6 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    scale = PerMapStretch() if args.stretch else FixedScale()
     taken: set[str] = set()
     exported = 0
     for path in image_paths(args.images):
@@ -269,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"skipped: {error}", file=sys.stderr)
             continue
         folder = output_folder(args.output, path, taken)
-        record = export_caption(model, image, folder, args.beam_size, source=str(path))
+        record = export_caption(model, image, folder, args.beam_size, source=str(path), scale=scale)
         print(f"{path}: {record['caption']!r} -> {folder}")
         exported += 1
     if not exported:

@@ -26,6 +26,7 @@ from torch import Tensor
 from captioning.bundled import MODELS
 from captioning.export import CaptionOverlays
 from captioning.module import CaptioningModule
+from core.overlays import DisplayScale, FixedScale
 from core.pretrained import ImageInput, PretrainedModel, as_photo, find_model
 from data.images import load_image
 
@@ -48,22 +49,25 @@ class Caption:
         """The caption as one string."""
         return " ".join(self.words)
 
-    def overlays(self) -> list[Image.Image]:
-        """One picture per word: its attention map drawn over the photo, at the photo's size."""
-        return self._drawn().pictures
+    def overlays(self, *, scale: DisplayScale = FixedScale()) -> list[Image.Image]:
+        """One picture per word: its attention map drawn over the photo, at the photo's size, on `scale` (by
+        default the same fixed scale for every word; `core.overlays.PerMapStretch()` stretches each map)."""
+        return self._drawn(scale).pictures
 
-    def save(self, folder: str | Path) -> dict:
+    def save(self, folder: str | Path, *, scale: DisplayScale = FixedScale()) -> dict:
         """Write the files `python -m captioning.export` writes for one photo (an overlay per word, grid.png,
-        attention.gif, caption.json) into folder, created when missing. Returns the caption.json record."""
-        return self._drawn().write(Path(folder), source=self.source)
+        attention.gif, caption.json) into folder, created when missing, drawn on `scale` (as `overlays`).
+        Returns the caption.json record."""
+        return self._drawn(scale).write(Path(folder), source=self.source)
 
     def photo(self) -> Image.Image:
         """The photo as RGB at its own size: the PIL image given, or the file read again."""
         return self.given if self.given is not None else load_image(self.source)
 
-    def _drawn(self) -> CaptionOverlays:
+    def _drawn(self, scale: DisplayScale) -> CaptionOverlays:
         grid = self.attention.shape[-1]
-        return CaptionOverlays.draw(self.photo(), words=self.words, weights=self.attention.flatten(1), grid=grid)
+        weights = self.attention.flatten(1)  # (n_words, L)
+        return CaptionOverlays.draw(self.photo(), words=self.words, weights=weights, grid=grid, scale=scale)
 
 
 class Captioner:

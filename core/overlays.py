@@ -1,9 +1,13 @@
-"""Attention weights as pictures: heat maps over the photo, a per-word grid and an animated GIF.
+"""Attention weights as pictures: heat maps over the photo, a per-word grid with its colour bar and an animated GIF.
 
 The encoder squashes the whole photo to a square S x S input (no crop), so grid cell (r, c) of a
 grid x grid map covers x in [c, c+1] / grid * width and y in [r, r+1] / grid * height of the original photo,
 with different x and y scales for a non-square photo. `upsample` maps the weights back onto the photo's own
 pixels that way; the other functions only draw. Pure functions of their inputs: nothing here reads a model.
+
+How bright a weight is drawn is a `DisplayScale`'s choice: `FixedScale` (the default) draws every map on the
+same absolute scale, weight x L (L cells; 1 is what uniform attention gives a cell), so a flat map looks flat;
+`PerMapStretch` divides each map by its own maximum, so even a flat map reaches the brightest colour.
 
 The colour map is matplotlib's 'inferno' (perceptually uniform, readable in grey), taken from matplotlib's
 colormap registry (no plotting: pyplot is never imported). PNG files are written by `encode_png`, a small PNG
@@ -16,6 +20,8 @@ from __future__ import annotations
 import io
 import struct
 import zlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -33,43 +39,117 @@ _INFERNO = matplotlib.colormaps["inferno"]
 _INFERNO(0.0)
 _TITLE_HEIGHT = 18  # pixels of the strip that holds a tile's title
 _TILE_GAP = 4  # pixels between tiles
+_BAR_HEIGHT = 12  # pixels of the colour bar's colours
+_BAR_MARGIN = 6  # pixels of white around the colour bar
+_BAR_MIN_WIDTH = 320  # a colour bar is at least this wide, so its labels fit (a grid of one portrait tile is narrower)
+# The top of `FixedScale`, in multiples of uniform attention. Measured on the bundled models (their captions of
+# scikit-image's coffee, astronaut and chelsea photos and a ShapesWorld scene, beam 3), the most attended cell of
+# a word's map holds 1.2-6.7x uniform for the Flickr8k soft model, 5-17x for the hard one, and 5-72x for the
+# ShapesWorld and DAQUAR models. At 8 the Flickr8k soft maps keep their whole range of colours (none reaches the
+# top), while the sharp maps saturate only at their peaks; 4 would saturate most soft maps, 16 would leave them
+# dark. On a 7x7 grid 8x uniform is a cell holding 16% of the attention, on 14x14 a cell holding 4%.
+DEFAULT_TOP = 8.0
 # zlib level of the PNG files: 1, the fastest that compresses. An export writes one full-size PNG per word, and
 # higher levels take several times longer for files a few percent smaller (level 6, PIL's default: over 4x the
 # time for 11% less, on a 640x480 photo overlay); level 0 is faster still but writes twice the bytes.
 PNG_COMPRESS_LEVEL = 1
 
 
-def upsample(weights: Tensor, grid: int, size: tuple[int, int]) -> np.ndarray:
-    """A grid x grid attention map stretched smoothly over a photo of `size` = (width, height).
+class DisplayScale(ABC):
+    """How attention weights become display values in [0, 1] (the colour map's input), and what the colour
+    bar says about them. Applied to the weights of the grid cells, before the maps are stretched over the photo
+    (bilinear interpolation keeps the values' scale: a flat map stays exactly flat)."""
 
-    Bilinear interpolation with align_corners=False treats each weight as the value at its cell's centre, so
-    cell (r, c) lands on x in [c, c+1] / grid * width, y in [r, r+1] / grid * height (the squashed square the
-    encoder saw, stretched back). The result is normalised for display by dividing by its maximum, so the
-    most attended place is 1 whatever the grid size; the raw weights are kept elsewhere (the export's JSON).
+    @abstractmethod
+    def values(self, weights: Tensor) -> Tensor:
+        """(N, L) attention weights, one map a row -> (N, L) display values in [0, 1]."""
+
+    @abstractmethod
+    def ticks(self) -> list[tuple[float, str]]:
+        """The colour bar's labels: (position in [0, 1], what a value there means), left to right."""
+
+    @abstractmethod
+    def describe(self) -> dict:
+        """The scale as the export's JSON records it (which scale the PNG files were drawn on)."""
+
+
+@dataclass(frozen=True)
+class FixedScale(DisplayScale):
+    """One absolute scale for every map: a cell's weight x L (L = cells of the grid), so 1 is exactly what
+    uniform attention gives each cell, drawn from 0 (darkest) to `top` (brightest; more is clipped to it).
+    The same colour means the same amount of attention in every word's map and every photo.
+
+    Args:
+        top: the multiple of uniform attention drawn in the brightest colour (`DEFAULT_TOP` says why 8).
+    """
+
+    top: float = DEFAULT_TOP
+
+    def __post_init__(self) -> None:
+        if not self.top > 1.0:  # also refuses NaN
+            raise ValueError(f"top must be above 1 (uniform attention), got {self.top}")
+
+    def values(self, weights: Tensor) -> Tensor:
+        cells = weights.shape[-1]
+        return (weights * (cells / self.top)).clamp(0.0, 1.0)  # (N, L)
+
+    def ticks(self) -> list[tuple[float, str]]:
+        return [(0.0, "0"), (1.0 / self.top, "1 = uniform"), (1.0, f"{self.top:g}x uniform or more")]
+
+    def describe(self) -> dict:
+        return {"kind": "fixed", "top": self.top, "unit": "weight x grid cells (1 = uniform attention)"}
+
+
+@dataclass(frozen=True)
+class PerMapStretch(DisplayScale):
+    """Each map divided by its own maximum: the most attended cell of every map is the brightest colour, however
+    flat the map (a map of zeros stays dark). Shows the shape of a flat map, not how flat it is."""
+
+    def values(self, weights: Tensor) -> Tensor:
+        weights = weights.clamp(min=0.0)
+        peaks = weights.amax(dim=-1, keepdim=True)  # (N, 1)
+        return torch.where(peaks > 0, weights / peaks, 0.0)  # (N, L); a map of zeros stays 0
+
+    def ticks(self) -> list[tuple[float, str]]:
+        return [(0.0, "0"), (1.0, "each map's maximum")]
+
+    def describe(self) -> dict:
+        return {"kind": "stretch", "unit": "fraction of each map's maximum"}
+
+
+def upsample(weights: Tensor, grid: int, size: tuple[int, int], scale: DisplayScale = FixedScale()) -> np.ndarray:
+    """A grid x grid attention map on the display `scale`, stretched smoothly over a photo of `size` (width, height).
+
+    Bilinear interpolation with align_corners=False treats each cell's value as the value at its cell's centre,
+    so cell (r, c) lands on x in [c, c+1] / grid * width, y in [r, r+1] / grid * height (the squashed square the
+    encoder saw, stretched back). The raw weights are kept elsewhere (the export's JSON).
 
     Args:
         weights: (L,) with L = grid**2, row-major (location r * grid + c is row r, column c).
         grid: the side of the square grid.
         size: (width, height) of the photo, as PIL gives it.
+        scale: how weights become display values (default: the fixed absolute scale).
 
     Returns:
-        (height, width) float32 array in [0, 1]; all zeros when the weights are all zero.
+        (height, width) float32 array in [0, 1].
     """
-    width, height = size
-    if weights.numel() != grid * grid:
-        raise ValueError(f"expected {grid}x{grid} = {grid * grid} attention weights, got {weights.numel()}")
-    cells = weights.detach().to("cpu", torch.float32).reshape(1, 1, grid, grid)  # (1, 1, grid, grid)
-    heat = F.interpolate(cells, size=(height, width), mode="bilinear", align_corners=False)[0, 0]  # (H, W)
-    heat = heat.clamp(min=0.0)
-    peak = float(heat.max())
-    if peak > 0:
-        heat = heat / peak
-    return heat.numpy()
+    return heat_maps(weights.reshape(1, -1), grid, size, scale)[0]
 
 
-def heat_maps(weights: Tensor, grid: int, size: tuple[int, int]) -> list[np.ndarray]:
+def heat_maps(
+    weights: Tensor, grid: int, size: tuple[int, int], scale: DisplayScale = FixedScale()
+) -> list[np.ndarray]:
     """`upsample` for every row of weights (N, L): one (height, width) map per word or hop."""
-    return [upsample(row, grid, size) for row in weights]
+    width, height = size
+    if weights.shape[-1] != grid * grid:
+        raise ValueError(f"expected {grid}x{grid} = {grid * grid} attention weights, got {weights.shape[-1]}")
+    values = scale.values(weights.detach().to("cpu", torch.float32).reshape(-1, grid * grid))  # (N, L) in [0, 1]
+    maps = []
+    for row in values:
+        cells = row.reshape(1, 1, grid, grid)  # (1, 1, grid, grid)
+        heat = F.interpolate(cells, size=(height, width), mode="bilinear", align_corners=False)[0, 0]  # (H, W)
+        maps.append(heat.numpy())
+    return maps
 
 
 def colorize(heat: np.ndarray) -> np.ndarray:
@@ -129,30 +209,62 @@ def word_grid(
     *,
     tile_size: int = 224,
     image_title: str = "",
+    scale: DisplayScale | None = None,
 ) -> Image.Image:
     """One picture of a whole caption (or every hop of an answer): the photo first, then one titled overlay
-    tile per word, `columns` tiles a row. Tiles keep the photo's aspect ratio, longest side `tile_size`.
+    tile per word, `columns` tiles a row, and, when `scale` is given, the colour bar of that scale under them.
+    Tiles keep the photo's aspect ratio, longest side `tile_size`.
 
     Args:
         image: the photo.
         words: the tile titles, one per map.
-        maps: (height, width) heat maps in [0, 1] at the photo's size (see `upsample`).
+        maps: (height, width) heat maps in [0, 1] at the photo's size (see `heat_maps`).
         columns: tiles per row.
         tile_size: longest side of a tile in pixels.
         image_title: the title over the photo's own tile.
+        scale: the scale the maps were drawn on (`heat_maps`), for the colour bar; None draws no bar.
     """
     if len(words) != len(maps):
         raise ValueError(f"{len(words)} titles for {len(maps)} maps")
     if columns < 1:
         raise ValueError(f"columns must be at least 1, got {columns}")
-    scale = tile_size / max(image.size)
-    size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
+    shrink = tile_size / max(image.size)
+    size = (max(1, round(image.width * shrink)), max(1, round(image.height * shrink)))
     small = image.convert("RGB").resize(size, Image.Resampling.BILINEAR)
     tiles = [titled(small, image_title)]
     for word, heat in zip(words, maps):
         shrunk = np.asarray(Image.fromarray(np.asarray(heat, dtype=np.float32)).resize(size, Image.Resampling.BILINEAR))
         tiles.append(titled(overlay(small, shrunk), word))
-    return _tiled(tiles, columns)
+    sheet = _tiled(tiles, columns)
+    if scale is None:
+        return sheet
+    bar = colour_bar(scale, max(sheet.width, _BAR_MIN_WIDTH))
+    with_bar = Image.new("RGB", (bar.width, sheet.height + bar.height), "white")
+    with_bar.paste(sheet, (0, 0))
+    with_bar.paste(bar, (0, sheet.height))
+    return with_bar
+
+
+def colour_bar(scale: DisplayScale, width: int) -> Image.Image:
+    """A horizontal colour bar `width` pixels wide: the colours of values 0 .. 1 left to right (`colorize`), a
+    tick at each of the scale's labels and the label under it, in words ("1 = uniform")."""
+    font = ImageFont.load_default()
+    inner = width - 2 * _BAR_MARGIN  # pixels of colours
+    label_height = _TITLE_HEIGHT - 4
+    bar = Image.new("RGB", (width, _BAR_MARGIN + _BAR_HEIGHT + 3 + label_height + _BAR_MARGIN), "white")
+    colours = colorize(np.linspace(0.0, 1.0, inner, dtype=np.float32)[None, :])  # (1, inner, 3)
+    bar.paste(Image.fromarray(np.repeat(colours, _BAR_HEIGHT, axis=0)), (_BAR_MARGIN, _BAR_MARGIN))
+    draw = ImageDraw.Draw(bar)
+    tick_top, label_top = _BAR_MARGIN + _BAR_HEIGHT, _BAR_MARGIN + _BAR_HEIGHT + 3
+    free_from = 0.0  # labels never overlap: each starts after the one before it
+    for position, label in scale.ticks():
+        x = _BAR_MARGIN + round(position * (inner - 1))
+        draw.line([(x, tick_top), (x, tick_top + 2)], fill="black")
+        text_width = draw.textlength(label, font=font)
+        left = min(max(x - text_width / 2, free_from, 2.0), width - 2 - text_width)  # centred, kept inside the bar
+        draw.text((left, label_top), label, fill="black", font=font)
+        free_from = left + text_width + 8
+    return bar
 
 
 def _tiled(tiles: list[Image.Image], columns: int) -> Image.Image:

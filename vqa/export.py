@@ -1,10 +1,14 @@
-"""`python -m vqa.export CHECKPOINT IMAGE --question "..." --output DIR [--top 5]`: answer a question about
-a photo and write where each attention hop looked.
+"""`python -m vqa.export CHECKPOINT IMAGE --question "..." --output DIR [--top 5] [--stretch]`: answer a question
+about a photo and write where each attention hop looked.
 
 DIR receives `hop_1.png`, `hop_2.png`, ... (one overlay per hop), `grid.png` (the photo titled with the best
-answer, then the hops titled "hop k") and `answer.json` {"image", "question", "answers": [[answer, prob], ...],
-"grid_size": [h, w], "image_size": [width, height], "weights": one row of grid_size**2 raw weights per hop}. The pictures and the printed answer show answers as
-words ("tissue roll"); answer.json keeps the model's labels ("tissue_roll"), as its answer classes name them.
+answer, then the hops titled "hop k", and the colour bar) and `answer.json` {"image", "question", "answers":
+[[answer, prob], ...], "grid_size": [h, w], "image_size": [width, height], "weights": one row of grid_size**2 raw
+weights per hop, "scale": the scale the pictures are drawn on, "concentration": per hop, the share of its
+attention on the most attended 5% of the photo}. The pictures use one fixed scale for every hop
+(`core.overlays.FixedScale`: 1 = uniform attention); `--stretch` draws each hop up to its own maximum instead.
+The pictures and the printed answer show answers as words ("tissue roll"); answer.json keeps the model's labels
+("tissue_roll"), as its answer classes name them.
 An empty question, or one made only of unknown words, exits with the reason and writes nothing; a question
 longer than the model reads is answered from its first words, with a note on stderr.
 The pictures are drawn by `core.overlays`, the same as the caption overlays.
@@ -20,7 +24,8 @@ from pathlib import Path
 import torch
 from PIL import Image
 
-from core.overlays import heat_maps, overlay, save_png, word_grid
+from core.concentration import top_area_share
+from core.overlays import DisplayScale, FixedScale, PerMapStretch, heat_maps, overlay, save_png, word_grid
 from core.results import write_json_atomically
 from data.images import load_image
 from vqa.answers import answer_words
@@ -29,7 +34,14 @@ from vqa.questions import QuestionError, cut_notice
 
 
 def export_answer(
-    model: VqaModule, image: Image.Image, question: str, out_dir: Path, *, top: int = 5, source: str = ""
+    model: VqaModule,
+    image: Image.Image,
+    question: str,
+    out_dir: Path,
+    *,
+    top: int = 5,
+    source: str = "",
+    scale: DisplayScale = FixedScale(),
 ) -> dict:
     """Answer `question` about one photo and write the hop overlays, grid and answer.json into out_dir.
 
@@ -40,6 +52,7 @@ def export_answer(
         out_dir: the folder to write into (created when missing).
         top: how many answers to keep, most probable first.
         source: what the photo is called in answer.json (its path, usually).
+        scale: how the pictures show the weights (default: the same fixed scale for every hop).
 
     Returns:
         The answer.json record.
@@ -57,6 +70,7 @@ def export_answer(
         grid=model.encoder.grid_size,
         out_dir=out_dir,
         source=source,
+        scale=scale,
     )
 
 
@@ -69,6 +83,7 @@ def write_answer_overlays(
     grid: int,
     out_dir: Path,
     source: str = "",
+    scale: DisplayScale = FixedScale(),
 ) -> dict:
     """Write one answer's hop overlays, grid and answer.json into out_dir (created when missing); returns the
     answer.json record. Shared by `export_answer` and `vqa.Answer.save`.
@@ -81,15 +96,17 @@ def write_answer_overlays(
         grid: the side of the encoder's square grid.
         out_dir: the folder to write into.
         source: what the photo is called in answer.json.
+        scale: how the pictures show the weights (default: the same fixed scale for every hop).
     """
-    maps = heat_maps(weights, grid, image.size)  # K maps (height, width)
+    maps = heat_maps(weights, grid, image.size, scale)  # K maps (height, width)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     for hop, heat in enumerate(maps, start=1):
         save_png(overlay(image, heat), out_dir / f"hop_{hop}.png")
     best, probability = answers[0]
     titles = [f"hop {hop}" for hop in range(1, len(maps) + 1)]
-    save_png(word_grid(image, titles, maps, image_title=f"{answer_words(best)} ({probability:.0%})"), out_dir / "grid.png")
+    title = f"{answer_words(best)} ({probability:.0%})"
+    save_png(word_grid(image, titles, maps, image_title=title, scale=scale), out_dir / "grid.png")
     record = {
         "image": source,
         "question": question,
@@ -97,6 +114,8 @@ def write_answer_overlays(
         "grid_size": [grid, grid],
         "image_size": list(image.size),
         "weights": weights.float().cpu().tolist(),
+        "scale": scale.describe(),
+        "concentration": top_area_share(weights).tolist(),  # (K,)
     }
     write_json_atomically(out_dir / "answer.json", record)
     return record
@@ -112,6 +131,12 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--question", required=True, help="the question about the image")
     parser.add_argument("--output", type=Path, required=True, help="folder that receives the files")
     parser.add_argument("--top", type=int, default=5, help="how many answers to list (default 5)")
+    parser.add_argument(
+        "--stretch",
+        action="store_true",
+        help="draw each hop's map up to its own maximum (even a flat map looks peaked) instead of the default "
+        "fixed scale, the same for every hop (1 = uniform attention)",
+    )
     return parser.parse_args(argv)
 
 
@@ -124,7 +149,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     try:
-        record = export_answer(model, image, args.question, args.output, top=args.top, source=str(args.image))
+        scale = PerMapStretch() if args.stretch else FixedScale()
+        record = export_answer(
+            model, image, args.question, args.output, top=args.top, source=str(args.image), scale=scale
+        )
     except QuestionError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

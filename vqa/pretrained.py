@@ -22,7 +22,7 @@ import torch
 from PIL import Image
 from torch import Tensor
 
-from core.overlays import heat_maps, overlay
+from core.overlays import DisplayScale, FixedScale, heat_maps, overlay
 from core.pretrained import ImageInput, PretrainedModel, as_photo, find_model
 from data.images import load_image
 from vqa.bundled import MODELS
@@ -45,14 +45,16 @@ class Answer:
         """The photo as RGB at its own size: the PIL image given, or the file read again (as `Caption.photo`)."""
         return self.given if self.given is not None else load_image(self.source)
 
-    def overlays(self) -> list[Image.Image]:
-        """One picture per hop: its attention map drawn over the photo, at the photo's size."""
+    def overlays(self, *, scale: DisplayScale = FixedScale()) -> list[Image.Image]:
+        """One picture per hop: its attention map drawn over the photo, at the photo's size, on `scale` (by
+        default the same fixed scale for every hop; `core.overlays.PerMapStretch()` stretches each map)."""
         picture = self.photo()
-        return [overlay(picture, heat) for heat in heat_maps(self.hops.flatten(1), self.hops.shape[-1], picture.size)]
+        maps = heat_maps(self.hops.flatten(1), self.hops.shape[-1], picture.size, scale)  # K maps (height, width)
+        return [overlay(picture, heat) for heat in maps]
 
-    def save(self, folder: str | Path) -> dict:
+    def save(self, folder: str | Path, *, scale: DisplayScale = FixedScale()) -> dict:
         """Write the files `python -m vqa.export` writes (hop_1.png, ..., grid.png, answer.json) into folder,
-        created when missing. Returns the answer.json record."""
+        created when missing, drawn on `scale` (as `overlays`). Returns the answer.json record."""
         return write_answer_overlays(
             self.photo(),
             question=self.question,
@@ -61,6 +63,7 @@ class Answer:
             grid=self.hops.shape[-1],
             out_dir=Path(folder),
             source=self.source,
+            scale=scale,
         )
 
 

@@ -14,6 +14,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # gradio_client must never look fo
 
 import io
 import json
+import re
 import socket
 import struct
 import threading
@@ -169,6 +170,16 @@ def ask(client: Client, path: Path | None, question: str, model: str = SHAPES_VQ
     return client.predict(handle_file(str(path)) if path is not None else None, model, question, api_name="/ask")
 
 
+def concentration_title(title: str, row: Any) -> str:
+    """'dog: 62% on 5% of the photo': the share of a map's attention on its most attended 5% of the photo, worked
+    out here by hand: the cells in descending order of weight, 5% of them (2.45 of 49), the last in part."""
+    ranked = np.sort(np.asarray(row, dtype=np.float64))[::-1]
+    cells = 0.05 * len(ranked)
+    whole = int(cells)
+    top = ranked[:whole].sum() + (cells - whole) * ranked[whole]
+    return f"{title}: {top / ranked.sum():.0%} on 5% of the photo"
+
+
 def assert_still_answers(client: Client, pictures: dict[str, Path]) -> None:
     answers, hops = ask(client, pictures["gray.jpg"], "how many objects are there?")
     assert len(answers["confidences"]) == ANSWERS and len(hops) == HOPS
@@ -228,7 +239,7 @@ def test_caption_of_a_real_photo_gives_words_their_overlays_and_the_export(clien
     text, gallery, archive = caption(client, pictures["coffee"], DEFAULT_MODEL, 3)
     words = text.split()
     assert words and set(words) <= vocabulary[DEFAULT_MODEL]
-    assert [item["caption"] for item in gallery] == words  # one overlay per word, titled with it
+    assert [item["caption"].split(":")[0] for item in gallery] == words  # one overlay per word, titled with it
     with Image.open(gallery[0]["image"]) as first:
         assert first.size == (600, 400)  # drawn over the photo at its own size
     with zipfile.ZipFile(archive) as exported:
@@ -243,7 +254,7 @@ def test_the_caption_and_its_overlays_come_before_the_export(pictures, tmp_path)
     handlers = demo.Handlers(*demo.load_models({DEFAULT_MODEL: CAPTION_CHECKPOINTS[DEFAULT_MODEL]}, {}), tmp_path)
     answers = handlers.caption({"path": str(pictures["coffee"]), "orig_name": "coffee.jpg"}, DEFAULT_MODEL, 2)
     text, gallery, archive = next(answers)
-    assert text.split() and archive is None and [word for _, word in gallery] == text.split()
+    assert text.split() and archive is None and [title.split(":")[0] for _, title in gallery] == text.split()
     for path, _ in gallery:  # JPEG copies of the overlays, at the photo's size, outside the export folder
         with Image.open(path) as preview:
             assert preview.format == "JPEG" and preview.size == (600, 400)
@@ -286,7 +297,8 @@ def test_the_apps_caption_gallery_and_export_are_generate_captions_for_the_same_
     assert len(words) >= 3 and mean_difference(expected[0], expected[-1]) > 1.0  # words looked at different places
 
     assert text == " ".join(words)
-    assert [item["caption"] for item in gallery] == words
+    # each titled with its word and how concentrated its attention is ("circle: 62% on 5% of the photo")
+    assert [item["caption"] for item in gallery] == [concentration_title(w, row) for w, row in zip(words, weights)]
     for number, (item, picture) in enumerate(zip(gallery, expected), start=1):
         with Image.open(item["image"]) as shown:
             difference = mean_difference(shown, jpeg_round_trip(picture))
@@ -297,6 +309,7 @@ def test_the_apps_caption_gallery_and_export_are_generate_captions_for_the_same_
         record = json.loads(exported.read(next(n for n in names if n.endswith("/caption.json"))))
         assert record["words"] == words
         np.testing.assert_allclose(np.array(record["weights"]), weights.numpy(), rtol=0, atol=1e-7)
+        assert record["scale"]["kind"] == "fixed" and len(record["concentration"]) == len(words)
         for number, (word, picture) in enumerate(zip(words, expected), start=1):
             name = next(n for n in names if n.endswith("/" + word_file_name(number, word)))
             with Image.open(io.BytesIO(exported.read(name))) as written:
@@ -361,7 +374,9 @@ def test_ask_gives_the_top_answers_and_one_overlay_per_hop(client, pictures, ser
     probabilities = [c["confidence"] for c in confidences]
     assert all(0 <= p <= 1 for p in probabilities) and sum(probabilities) <= 1 + 1e-6
     assert probabilities == sorted(probabilities, reverse=True)
-    assert [item["caption"] for item in hops] == [f"hop {k}" for k in range(1, HOPS + 1)]
+    titles = [item["caption"] for item in hops]
+    assert len(titles) == HOPS
+    assert all(re.fullmatch(rf"hop {k}: \d+% on 5% of the photo", title) for k, title in enumerate(titles, start=1))
     with Image.open(hops[1]["image"]) as overlay:
         assert overlay.size == (600, 400)
 
@@ -403,6 +418,16 @@ def test_picking_a_question_example_also_picks_its_model(served):
     assert [row[2] for row in dataset.samples] == [question for _, _, question in demo.QUESTION_EXAMPLES]
 
 
+def test_the_galleries_explain_the_colour_scale(served):
+    """Under each gallery, a legend says what the colours and the titles' percentages mean."""
+    blocks = served[0].blocks.values()
+    legends = [block.value for block in blocks if isinstance(block, gr.Markdown) and "uniform" in block.value]
+    assert len(legends) == 2  # the Caption tab's and the Ask tab's
+    for legend in legends:
+        assert "1 = uniform attention" in legend and "brighter = more attention than uniform" in legend
+        assert "the same for every word" in legend and "8x uniform" in legend and "on 5% of the photo" in legend
+
+
 def test_question_examples_follow_the_loaded_checkpoints(tmp_path):
     """Launched with other models (--vqa-model NAME=PATH), the app shows the examples of the bundled checkpoints it
     still has, under their new names, and none made for a model it does not have."""
@@ -437,11 +462,13 @@ def test_the_ask_tab_shows_answers_as_words(pictures, tmp_path, monkeypatch):
     handlers = demo.Handlers({}, demo.load_models({}, {SHAPES_VQA: SHAPES_SAN})[1], tmp_path)
 
     def labelled(*args: Any, **kwargs: Any) -> dict:
-        return {"answers": [["tissue_roll", 0.6], ["bottle_of_liquid", 0.3], ["red", 0.1]], "weights": [[0.5], [0.5]]}
+        answers = [["tissue_roll", 0.6], ["bottle_of_liquid", 0.3], ["red", 0.1]]
+        return {"answers": answers, "weights": [[0.5], [0.5]], "concentration": [0.5, 0.05]}
 
     monkeypatch.setattr(demo, "export_answer", labelled)
-    answers, _ = handlers.ask({"path": str(pictures["scene"]), "orig_name": "scene.png"}, SHAPES_VQA, "what is it?")
+    answers, hops = handlers.ask({"path": str(pictures["scene"]), "orig_name": "scene.png"}, SHAPES_VQA, "what is it?")
     assert answers == {"tissue roll": 0.6, "bottle of liquid": 0.3, "red": 0.1}
+    assert [title for _, title in hops] == ["hop 1: 50% on 5% of the photo", "hop 2: 5% on 5% of the photo"]
 
 
 def test_every_vqa_model_answers_in_its_own_answers(client, pictures):
