@@ -18,14 +18,13 @@ unrolls the decoder takes the `Read` to use; everything else is shared.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from core.attention import AdditiveScore, Attention, Score
+from core.attention import AdditiveScore, Attention, Score, grid_positions, with_positions
 from core.fast_path import fast_score, teacher_forced_unroll, to_compute_dtype
 
 # ----------------------------------------------------------------------------------------------------
@@ -165,17 +164,6 @@ class TeacherForced:
     locations: Tensor | None  # (B, T) the locations read at every step by a hard read; None for soft
 
 
-def grid_positions(num_locations: int) -> Tensor:
-    """(L, 2) the (x, y) centre of every cell of a square grid of L cells, flattened row-major like the
-    encoder's grid (location r * side + c is row r, column c), scaled to [-1, 1]."""
-    side = math.isqrt(num_locations)
-    if side * side != num_locations:
-        raise ValueError(f"grid coordinates need a square grid, got {num_locations} locations")
-    axis = torch.linspace(-1.0, 1.0, side) if side > 1 else torch.zeros(1)
-    rows, columns = torch.meshgrid(axis, axis, indexing="ij")  # (side, side) each
-    return torch.stack([columns, rows], dim=-1).reshape(num_locations, 2)
-
-
 class ShowAttendTell(nn.Module):
     """The caption decoder, for soft and hard attention alike (each unroll is given its `Read`).
 
@@ -242,8 +230,7 @@ class ShowAttendTell(nn.Module):
         """Prepare the image (B, L, D) once (D + 2 with `coordinates`): the attention's key projection and the
         initial LSTM state."""
         if self.coordinates:
-            positions = self.positions.to(features.dtype).expand(features.shape[0], -1, -1)  # (B, L, 2)
-            features = torch.cat([features, positions], dim=-1)  # (B, L, D + 2)
+            features = with_positions(features, self.positions)  # (B, L, D + 2)
         mean = features.mean(dim=1)  # (B, D)
         if not self.state_from_image:
             mean = torch.zeros_like(mean)  # the MLPs' biases alone: a learned image-independent start

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from captioning.decoder import Expectation, Read, Sample, TeacherForced
+from core.attention import map_entropy
 
 
 def this_process(value: Tensor) -> Tensor:
@@ -124,8 +125,7 @@ def doubly_stochastic_penalty(weights: Tensor, mask: Tensor) -> Tensor:
 
 def attention_entropy(weights: Tensor, mask: Tensor) -> Tensor:
     """Mean entropy -sum_i alpha_ti log alpha_ti (nats) over the real words: weights (B, T, L), mask (B, T)."""
-    entropy = -(weights * weights.clamp_min(1e-12).log()).sum(-1)  # (B, T)
-    return entropy[mask].mean()
+    return map_entropy(weights)[mask].mean()  # the mean of (B, T) over the real words
 
 
 @dataclass

@@ -37,7 +37,7 @@ from torch import Tensor
 
 from captioning.decoder import Read, ShowAttendTell
 from captioning.metrics import close_meteor
-from captioning.objectives import LossTerms
+from captioning.objectives import LossTerms, attention_entropy
 from captioning.search import next_word_log_probs
 
 
@@ -48,6 +48,7 @@ class SampledCaptions:
     tokens: Tensor  # (N, T) word ids; after a caption's <end>, <end> again
     log_probs: Tensor  # (N, T) log p of each sampled word, differentiable; 0 after the caption's <end>
     mask: Tensor  # (N, T) True for the caption's words and its <end>
+    weights: Tensor  # (N, T, L) the attention each word was read with, differentiable
 
     def captions(self, end_id: int, *, with_end: bool = False) -> list[list[int]]:
         """Each caption's words, followed by its <end> if `with_end` and the caption ended before the length
@@ -76,9 +77,10 @@ def sample_captions(
     rows = len(features) * samples
     words = features.new_full((rows,), start_id, dtype=torch.long)
     running = torch.ones(rows, dtype=torch.bool, device=features.device)
-    tokens, log_probs, mask = [], [], []
+    tokens, log_probs, mask, weights = [], [], [], []
     for _ in range(max_length):
         out = decoder.step(words, state, memory, read)
+        weights.append(out.weights)
         distribution = next_word_log_probs(out.logits, banned)  # (B*K, V)
         words = torch.multinomial(distribution.detach().exp(), 1).squeeze(1)  # (B*K,)
         words = torch.where(running, words, end_id)
@@ -89,7 +91,9 @@ def sample_captions(
         state = out.state
         if not bool(running.any()):
             break
-    return SampledCaptions(torch.stack(tokens, 1), torch.stack(log_probs, 1), torch.stack(mask, 1))
+    return SampledCaptions(
+        torch.stack(tokens, 1), torch.stack(log_probs, 1), torch.stack(mask, 1), torch.stack(weights, 1)
+    )
 
 
 def leave_one_out_advantages(rewards: Tensor, samples: int) -> Tensor:
@@ -108,16 +112,23 @@ class SelfCritical:
         score_end: count each caption's <end> as a word in CIDEr-D, so that captions stopping mid-phrase
             earn less (see the module's docstring).
         meteor_weight: w in the reward CIDEr-D + w x METEOR; 0 rewards CIDEr-D alone. METEOR needs Java.
+        entropy_weight: weight of the sampled words' mean attention entropy added to the loss (0 for none), as
+            `SoftAttention(entropy_weight=...)` adds it under cross-entropy: each word then reads fewer places.
     """
 
-    def __init__(self, *, samples: int = 5, score_end: bool = True, meteor_weight: float = 0.0) -> None:
+    def __init__(
+        self, *, samples: int = 5, score_end: bool = True, meteor_weight: float = 0.0, entropy_weight: float = 0.0
+    ) -> None:
         if samples < 2:
             raise ValueError(f"self-critical training needs at least 2 samples per image, got {samples}")
         if meteor_weight < 0:
             raise ValueError(f"meteor_weight must be at least 0, got {meteor_weight}")
+        if entropy_weight < 0:
+            raise ValueError(f"entropy_weight must be at least 0, got {entropy_weight}")
         self.samples = samples
         self.score_end = score_end
         self.meteor_weight = meteor_weight
+        self.entropy_weight = entropy_weight
         self.reward: CiderD | None = None
         self.meteor: MeteorReward | None = None
         self.words: Sequence[str] = ()
@@ -168,6 +179,10 @@ class SelfCritical:
         mask = sampled.mask.to(sampled.log_probs.dtype)
         total = -(advantages.unsqueeze(1) * sampled.log_probs * mask).sum() / mask.sum()
         parts["words_sampled"] = mask.sum(1).mean()
+        entropy = attention_entropy(sampled.weights, sampled.mask)
+        parts["attention_entropy"] = entropy
+        if self.entropy_weight > 0:
+            total = total + self.entropy_weight * entropy
         return LossTerms(total, parts)
 
     def _text(self, caption: Sequence[int]) -> str:

@@ -169,3 +169,25 @@ class Attention(nn.Module):
         alpha = self.weights(query, projected_keys, mask)  # (B, L)
         context = torch.bmm(alpha.unsqueeze(1), keys).squeeze(1)  # (B, D)
         return context, alpha
+
+
+def grid_positions(num_locations: int) -> Tensor:
+    """(L, 2) the (x, y) centre of every cell of a square grid of L cells, flattened row-major like the
+    encoder's grid (location r * side + c is row r, column c), scaled to [-1, 1]."""
+    side = math.isqrt(num_locations)
+    if side * side != num_locations:
+        raise ValueError(f"grid coordinates need a square grid, got {num_locations} locations")
+    axis = torch.linspace(-1.0, 1.0, side) if side > 1 else torch.zeros(1)
+    rows, columns = torch.meshgrid(axis, axis, indexing="ij")  # (side, side) each
+    return torch.stack([columns, rows], dim=-1).reshape(num_locations, 2)
+
+
+def with_positions(features: Tensor, positions: Tensor) -> Tensor:
+    """Every location's (x, y) grid position appended to its annotation vector: (B, L, D), (L, 2) -> (B, L, D + 2)."""
+    return torch.cat([features, positions.to(features.dtype).expand(features.shape[0], -1, -1)], dim=-1)
+
+
+def map_entropy(weights: Tensor) -> Tensor:
+    """-sum_i alpha_i log alpha_i in nats of each attention map: weights (..., L) -> (...). ln L for uniform
+    attention, 0 for all of it on one location."""
+    return -(weights * weights.clamp_min(1e-12).log()).sum(-1)

@@ -14,7 +14,7 @@ import lightning as L
 import torch
 from torch import Tensor
 
-from core.attention import AdditiveScore, Score
+from core.attention import AdditiveScore, Score, map_entropy
 from core.attention_correctness import mass_in_boxes
 from core.checkpoints import load_module, supply_packaged_encoder
 from core.encoder import EfficientNetLite, Encoder
@@ -57,6 +57,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         classifier_hidden: a ReLU hidden layer of this size before the answer layer (0, the paper's, for none).
         feature_dropout: dropout on the image's region vectors before the attention hops (0, the paper's, for
             none); it curbs learning a small set of training photos by heart (DAQUAR, `docs/results.md`).
+        coordinates: append each region's grid position to its vector (see `StackedAttention`).
         fast_path: run the attention score's CPU speed-up (`core.fast_path`; the same values, faster); false runs
             the plain score of `core.attention`. Checkpoints load either way.
         targets: what the classifier is trained towards: `SoftScores` (default) or `MajorityAnswer`.
@@ -81,6 +82,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         score: type[Score] = AdditiveScore,
         classifier_hidden: int = 0,
         feature_dropout: float = 0.0,
+        coordinates: bool = False,
         fast_path: bool = True,
         targets: type[AnswerTargets] = SoftScores,
         learning_rate: float = 1e-3,
@@ -139,6 +141,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
             score=self.score,
             classifier_hidden=h.classifier_hidden,
             feature_dropout=h.feature_dropout,
+            coordinates=h.coordinates,
             fast_path=h.fast_path,
         )
 
@@ -189,6 +192,9 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         for index, answer in zip(batch["index"].tolist(), self._predicted(out)):
             self._answers[index] = answer
         self._collect_correctness(out.weights, batch)
+        hop_entropy = map_entropy(out.weights.float()).mean(dim=0)  # (K,) the mean over the batch's questions
+        for k, value in enumerate(hop_entropy, start=1):
+            self.log(f"{stage}/attention_entropy/hop{k}", value, batch_size=len(batch["length"]), sync_dist=True)
 
     def _collect_correctness(self, weights: Tensor, batch: dict) -> None:
         """Per hop, the attention mass inside the ground-truth regions, kept per question that has them: (K,)."""

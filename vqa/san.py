@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from core.attention import AdditiveScore, Attention, Score
+from core.attention import AdditiveScore, Attention, Score, grid_positions, with_positions
 from core.fast_path import fast_score
 
 
@@ -51,6 +51,10 @@ class StackedAttention(nn.Module):
         classifier_hidden: size of a ReLU hidden layer before the answer layer; 0 (the paper) for none.
         feature_dropout: dropout on the CNN's region vectors before their projection (0, the paper's, for none):
             with few training photos (DAQUAR: 794) the network otherwise learns them by heart.
+        coordinates: append each region's grid position (x, y), from -1 (left/top) to 1 (right/bottom), to its
+            CNN vector before the projection (not in the paper; as `ShowAttendTell(coordinates=True)`). What a hop
+            reads then says where it looked, so the next hop can look beside it ("the object to the left of the
+            square") and a relation question can compare two positions: deep features look alike anywhere.
         fast_path: compute the score with its CPU speed-up from `core.fast_path` where it has one (the same
             values, faster); False runs the plain score of `core.attention`. The parameters are the same either way.
     """
@@ -68,6 +72,7 @@ class StackedAttention(nn.Module):
         score: type[Score] = AdditiveScore,
         classifier_hidden: int = 0,
         feature_dropout: float = 0.0,
+        coordinates: bool = False,
         fast_path: bool = True,
     ) -> None:
         super().__init__()
@@ -75,6 +80,10 @@ class StackedAttention(nn.Module):
             raise ValueError(f"a stacked attention network needs at least one hop, got hops={hops}")
         if fast_path:
             score = fast_score(score)
+        self.coordinates = coordinates
+        if coordinates:
+            self.register_buffer("positions", grid_positions(num_locations), persistent=False)  # (L, 2)
+            feature_dim += 2
         self.feature_dropout = nn.Dropout(feature_dropout)
         self.image_projection = nn.Linear(feature_dim, question_dim)
         self.hops = nn.ModuleList(
@@ -93,7 +102,10 @@ class StackedAttention(nn.Module):
 
     def forward(self, features: Tensor, question: Tensor) -> SanOutput:
         """Grids (B, L, D) and question vectors (B, d) -> answer logits (B, A) and attention (B, K, L)."""
-        regions = torch.tanh(self.image_projection(self.feature_dropout(features)))  # (B, L, d) v_I
+        features = self.feature_dropout(features)  # (B, L, D)
+        if self.coordinates:
+            features = with_positions(features, self.positions)  # (B, L, D + 2)
+        regions = torch.tanh(self.image_projection(features))  # (B, L, d) v_I
         query = question  # (B, d) u^0
         maps = []
         for attention in self.hops:

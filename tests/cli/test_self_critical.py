@@ -86,7 +86,7 @@ def test_the_end_token_is_scored_as_a_word_of_every_caption():
 def test_a_sampled_caption_keeps_its_end_only_if_it_ended():
     tokens = torch.tensor([[5, 6, 2, 2], [5, 6, 7, 8]])  # the second was cut off by the length limit
     mask = torch.tensor([[True, True, True, False], [True, True, True, True]])
-    sampled = SampledCaptions(tokens, torch.zeros(2, 4), mask)
+    sampled = SampledCaptions(tokens, torch.zeros(2, 4), mask, torch.full((2, 4, 3), 1 / 3))
     assert sampled.captions(2) == [[5, 6], [5, 6, 7, 8]]
     assert sampled.captions(2, with_end=True) == [[5, 6, 2], [5, 6, 7, 8]]
 
@@ -144,6 +144,31 @@ def test_the_reward_is_cider_d_plus_the_weighted_meteor():
     assert terms.parts["METEOR_sampled"].item() == pytest.approx(0.3)
 
 
+def test_the_entropy_term_adds_the_weighted_mean_entropy_of_the_sampled_words():
+    """total = REINFORCE term + w x the mean attention entropy over the sampled words (their <end> included)."""
+
+    class FixedScores:
+        def scores(self, captions, images):
+            return [1.0, 0.0][: len(captions)]
+
+    decoder = small_decoder()
+    features = torch.rand(1, 4, 6)
+    totals = {}
+    for weight in (0.0, 0.5):
+        objective = SelfCritical(samples=2, entropy_weight=weight)
+        objective.reward = FixedScores()
+        torch.manual_seed(0)
+        totals[weight] = objective.loss(decoder, features, [0], start_id=1, end_id=2, max_length=5, read=Expectation())
+    torch.manual_seed(0)
+    sampled = sample_captions(decoder, features, samples=2, start_id=1, end_id=2, max_length=5, read=Expectation())
+    alpha = sampled.weights[sampled.mask]  # (words, L)
+    entropy = -(alpha * alpha.log()).sum(-1).mean()
+    torch.testing.assert_close(totals[0.5].parts["attention_entropy"], entropy)
+    torch.testing.assert_close(totals[0.5].total, totals[0.0].total + 0.5 * entropy)
+    with pytest.raises(ValueError, match="entropy_weight"):
+        SelfCritical(entropy_weight=-1.0)
+
+
 def test_a_meteor_reward_needs_the_vocabulary():
     with pytest.raises(ValueError, match="vocabulary's words"):
         SelfCritical(meteor_weight=1.0).prepare([[[4, 5]]], end_id=2)
@@ -175,7 +200,9 @@ def test_sampled_log_probabilities_are_the_teacher_forced_ones():
     assert not torch.isin(sampled.tokens[sampled.mask], torch.tensor(banned)).any()
     # the same words fed back teacher-forced, each row with its own image's grid
     inputs = torch.cat([torch.full((n, 1), start), sampled.tokens[:, :-1]], 1)
-    logits = decoder(features.repeat_interleave(4, 0), inputs).logits.clone()  # (N, T, V)
+    forced = decoder(features.repeat_interleave(4, 0), inputs)
+    torch.testing.assert_close(sampled.weights, forced.weights, rtol=1e-5, atol=1e-6)  # alpha of every sampled word
+    logits = forced.logits.clone()  # (N, T, V)
     logits[..., list(banned)] = float("-inf")
     expected = F.log_softmax(logits, -1).gather(2, sampled.tokens.unsqueeze(2)).squeeze(2)
     torch.testing.assert_close(sampled.log_probs, torch.where(sampled.mask, expected, 0.0), rtol=1e-5, atol=1e-5)

@@ -2,6 +2,8 @@
 checkpoint alone, with the official results format."""
 
 import json
+import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -174,6 +176,9 @@ def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
     for name in ["test/accuracy", "test/accuracy/yes/no", "test/accuracy/number", "test/accuracy/other",
                  "test/attention_correctness/hop1", "test/attention_correctness/hop2"]:
         assert name in tested.stdout, name
+    for hop in (1, 2):  # each hop's mean attention entropy, between one cell (0) and uniform (ln 196)
+        value = float(re.search(rf"test/attention_entropy/hop{hop}\s*│\s*([\d.]+)", tested.stdout).group(1))
+        assert 0 < value <= math.log(196) + 1e-4
 
     output = tmp_path / "answers.json"
     run_cli(

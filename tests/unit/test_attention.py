@@ -211,3 +211,11 @@ def test_scaled_dot_divides_the_dot_score_by_the_root_of_the_query_size():
     dot.load_state_dict(scaled.state_dict())
     ratio = dot(queries, dot.project_keys(keys)) / scaled(queries, scaled.project_keys(keys))
     assert torch.allclose(ratio, torch.full_like(ratio, math.sqrt(Q)), rtol=1e-12, atol=0)
+
+
+def test_map_entropy_by_hand():
+    from core.attention import map_entropy
+
+    weights = torch.tensor([[0.25, 0.25, 0.25, 0.25], [1.0, 0.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0]])
+    expected = torch.tensor([math.log(4), 0.0, math.log(2)])  # uniform: ln L; one cell: 0; two cells: ln 2
+    torch.testing.assert_close(map_entropy(weights), expected)

@@ -6,7 +6,8 @@ import math
 import pytest
 import torch
 
-from captioning.decoder import ShowAttendTell, grid_positions
+from captioning.decoder import ShowAttendTell
+from core.attention import grid_positions
 from captioning.objectives import caption_loss, doubly_stochastic_penalty
 from captioning.search import ban_repeated_ngrams, beam_search, greedy_search
 from core.attention import DotScore, GeneralScore
