@@ -5,7 +5,7 @@
     python demo.py --max-queue 16           # at most 16 requests waiting; more get a "busy" message
 
 Two tabs. "Caption": a photo, a captioning model, a beam width -> the caption and one attention overlay per
-word (titled with the word and how concentrated its attention is: "dog: 62% on 5% of the photo"), then (a
+word (titled with the word and how concentrated its attention is: "dog: 62% on top 5%"), then (a
 moment later: it is written after the page has them) a zip of the export folder
 (`captioning.export.CaptionOverlays`: overlays, grid, GIF, JSON).
 "Ask": a photo, a VQA model and a question -> the top answers (as words: "tissue roll", not DAQUAR's label
@@ -292,7 +292,7 @@ class Handlers:
 
     def ask(self, upload: Upload, model_name: str, question: str | None) -> tuple[dict[str, float], Gallery]:
         """Answer the question -> ({answer in words: probability} for the top answers, [(hop overlay path,
-        "hop k: 40% on 5% of the photo")]). A question longer than the model reads is answered from its first
+        "hop k: 40% on top 5%")]). A question longer than the model reads is answered from its first
         words, with a warning in the page that says so."""
         model = chosen(self.answerers, model_name)
         image, name = uploaded_image(upload)

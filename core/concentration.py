@@ -44,5 +44,5 @@ def describe_share(share: float, area: float = TOP_AREA) -> str:
 
 
 def short_share(share: float, area: float = TOP_AREA) -> str:
-    """The same in a few words, for a picture's caption: '62% on 5% of the photo'."""
-    return f"{share:.0%} on {area:.0%} of the photo"
+    """The same in a few words, for a picture's caption: '62% on top 5%'."""
+    return f"{share:.0%} on top {area:.0%}"

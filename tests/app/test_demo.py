@@ -171,13 +171,13 @@ def ask(client: Client, path: Path | None, question: str, model: str = SHAPES_VQ
 
 
 def concentration_title(title: str, row: Any) -> str:
-    """'dog: 62% on 5% of the photo': the share of a map's attention on its most attended 5% of the photo, worked
+    """'dog: 62% on top 5%': the share of a map's attention on its most attended 5% of the photo, worked
     out here by hand: the cells in descending order of weight, 5% of them (2.45 of 49), the last in part."""
     ranked = np.sort(np.asarray(row, dtype=np.float64))[::-1]
     cells = 0.05 * len(ranked)
     whole = int(cells)
     top = ranked[:whole].sum() + (cells - whole) * ranked[whole]
-    return f"{title}: {top / ranked.sum():.0%} on 5% of the photo"
+    return f"{title}: {top / ranked.sum():.0%} on top 5%"
 
 
 def assert_still_answers(client: Client, pictures: dict[str, Path]) -> None:
@@ -297,7 +297,7 @@ def test_the_apps_caption_gallery_and_export_are_generate_captions_for_the_same_
     assert len(words) >= 3 and mean_difference(expected[0], expected[-1]) > 1.0  # words looked at different places
 
     assert text == " ".join(words)
-    # each titled with its word and how concentrated its attention is ("circle: 62% on 5% of the photo")
+    # each titled with its word and how concentrated its attention is ("circle: 62% on top 5%")
     assert [item["caption"] for item in gallery] == [concentration_title(w, row) for w, row in zip(words, weights)]
     for number, (item, picture) in enumerate(zip(gallery, expected), start=1):
         with Image.open(item["image"]) as shown:
@@ -376,7 +376,7 @@ def test_ask_gives_the_top_answers_and_one_overlay_per_hop(client, pictures, ser
     assert probabilities == sorted(probabilities, reverse=True)
     titles = [item["caption"] for item in hops]
     assert len(titles) == HOPS
-    assert all(re.fullmatch(rf"hop {k}: \d+% on 5% of the photo", title) for k, title in enumerate(titles, start=1))
+    assert all(re.fullmatch(rf"hop {k}: \d+% on top 5%", title) for k, title in enumerate(titles, start=1))
     with Image.open(hops[1]["image"]) as overlay:
         assert overlay.size == (600, 400)
 
@@ -425,7 +425,7 @@ def test_the_galleries_explain_the_colour_scale(served):
     assert len(legends) == 2  # the Caption tab's and the Ask tab's
     for legend in legends:
         assert "1 = uniform attention" in legend and "brighter = more attention than uniform" in legend
-        assert "the same for every word" in legend and "8x uniform" in legend and "on 5% of the photo" in legend
+        assert "the same for every word" in legend and "8x uniform" in legend and "on top 5%" in legend
 
 
 def test_question_examples_follow_the_loaded_checkpoints(tmp_path):
@@ -468,7 +468,7 @@ def test_the_ask_tab_shows_answers_as_words(pictures, tmp_path, monkeypatch):
     monkeypatch.setattr(demo, "export_answer", labelled)
     answers, hops = handlers.ask({"path": str(pictures["scene"]), "orig_name": "scene.png"}, SHAPES_VQA, "what is it?")
     assert answers == {"tissue roll": 0.6, "bottle of liquid": 0.3, "red": 0.1}
-    assert [title for _, title in hops] == ["hop 1: 50% on 5% of the photo", "hop 2: 5% on 5% of the photo"]
+    assert [title for _, title in hops] == ["hop 1: 50% on top 5%", "hop 2: 5% on top 5%"]
 
 
 def test_every_vqa_model_answers_in_its_own_answers(client, pictures):

@@ -37,5 +37,5 @@ def test_each_map_of_a_batch_gets_its_share_of_its_own_total():
 
 def test_the_share_in_words():
     assert describe_share(0.62) == "62% of the attention on the most attended 5% of the photo (uniform: 5%)"
-    assert short_share(0.62) == "62% on 5% of the photo"
-    assert short_share(0.05) == "5% on 5% of the photo"
+    assert short_share(0.62) == "62% on top 5%"
+    assert short_share(0.05) == "5% on top 5%"
