@@ -144,12 +144,9 @@ def heat_maps(
     if weights.shape[-1] != grid * grid:
         raise ValueError(f"expected {grid}x{grid} = {grid * grid} attention weights, got {weights.shape[-1]}")
     values = scale.values(weights.detach().to("cpu", torch.float32).reshape(-1, grid * grid))  # (N, L) in [0, 1]
-    maps = []
-    for row in values:
-        cells = row.reshape(1, 1, grid, grid)  # (1, 1, grid, grid)
-        heat = F.interpolate(cells, size=(height, width), mode="bilinear", align_corners=False)[0, 0]  # (H, W)
-        maps.append(heat.numpy())
-    return maps
+    cells = values.reshape(-1, 1, grid, grid)  # (N, 1, grid, grid)
+    heat = F.interpolate(cells, size=(height, width), mode="bilinear", align_corners=False)[:, 0]  # (N, H, W)
+    return list(heat.numpy())
 
 
 def colorize(heat: np.ndarray) -> np.ndarray:
