@@ -10,6 +10,10 @@ ShapesWorld validation scenes, for the size, colour and shape words of every nou
   scores high here and low above);
 - `on_other_objects`: the mass inside the boxes of the scene's other objects;
 - `peak_in_box`: the share of words whose most attended cell is (partly) inside the box;
+- `by_word`: `in_box` for each word of the first and the second noun phrase ("first colour", ...), in scenes of
+  one object and of several: a model that reads an object at one word and says the next from memory, while it
+  looks elsewhere, shows here; `by_word_on_other_named` is the mass, at the same words, on the object the
+  caption's other noun phrase names;
 - `own_captions`: the mass inside the box on the model's own beam-search caption, each noun phrase
   "a SIZE COLOUR SHAPE" matched to the scene's one object that fits it (phrases that fit none or several are
   counted in `unmatched_words` and left out), so a model is not judged against a reference it did not choose.
@@ -49,26 +53,37 @@ def measure(model: CaptioningModule, scenes: int, beam_size: int) -> dict[str, f
     dataset = ShapesWorld(train_size=0, val_size=scenes, test_size=0, heldout_size=0)
     grid, transform, v = model.encoder.grid_size, model.encoder.transform(), model.vocabulary
     sums = dict(in_box=0.0, beside_box=0.0, on_other_objects=0.0, peak_in_box=0.0)
+    by_word: dict[str, list[float]] = {}
+    by_word_other: dict[str, list[float]] = {}
     words = own_words = unmatched = 0
     own_sum = 0.0
     for sample in dataset.samples("val"):
         scene = dataset.scene(sample.image_id)
-        features = model.features(transform(dataset.load(sample)).unsqueeze(0))  # (1, L, D)
+        image = transform(dataset.load(sample)).unsqueeze(0)  # (1, 3, S, S)
+        features = model.features(image)  # (1, L, D)
         # teacher-forced on the first reference, as the test command measures attention correctness
         ids = [v.start_id, *(v.tokens.index(w) for w in tokenize(sample.captions[0])), v.end_id]
         alpha = model.decoder(features, torch.tensor([ids[:-1]]), model.attention.inference_read()).weights[0]  # (T, L)
-        for grounded in sample.grounding[0]:
+        for index, grounded in enumerate(sample.grounding[0]):
             weights = alpha[grounded.position]  # (L,)
             box = grounded.box
             others = [o.box for o in scene.objects if o.box != box]
             inside = cells([box], grid)
-            sums["in_box"] += float((weights * inside).sum())
+            mass = float((weights * inside).sum())
+            sums["in_box"] += mass
+            # grounding lists (size, colour, shape) of the first noun phrase, then of the second
+            word = f"{('first', 'second')[index // 3]} {('size', 'colour', 'shape')[index % 3]}"
+            scenes_of = "one object" if len(scene.objects) == 1 else "several objects"
+            by_word.setdefault(f"{word}, {scenes_of}", []).append(mass)
+            named_other = [g.box for g in sample.grounding[0] if g.box != box][:1]  # the other phrase's object
+            if named_other:
+                by_word_other.setdefault(word, []).append(float((weights * cells(named_other, grid)).sum()))
             sums["beside_box"] += float((weights * cells([box], grid, grow=1.0 / grid)).sum())
             sums["on_other_objects"] += float((weights * cells(others, grid)).sum())
             sums["peak_in_box"] += float(inside[weights.argmax()] > 0)
             words += 1
         # the model's own caption: its noun phrases matched to the scene's objects
-        generated = model.generate(features, beam_size=beam_size)
+        generated = model.generate(image, beam_size=beam_size)
         said, rows = model.caption_words(generated.tokens[0], generated.weights[0])
         for i in range(len(said) - 3):
             phrase = tuple(said[i + 1 : i + 4])
@@ -84,6 +99,8 @@ def measure(model: CaptioningModule, scenes: int, beam_size: int) -> dict[str, f
                 own_words += 1
     result = {name: round(total / words, 4) for name, total in sums.items()}
     result["own_captions"] = round(own_sum / max(own_words, 1), 4)
+    for name, table in (("by_word", by_word), ("by_word_on_other_named", by_word_other)):
+        result[name] = {word: round(sum(masses) / len(masses), 4) for word, masses in sorted(table.items())}
     result.update(grounded_words=words, own_caption_words=own_words, unmatched_words=unmatched, scenes=scenes)
     return result
 

@@ -182,6 +182,11 @@ class ShowAttendTell(nn.Module):
             annotation vector (as CoordConv does for convolutions; not in the paper). The context then tells the
             LSTM where it looked, so the next look can aim relative to that ("to the left of" the object just
             described): deep features alone look alike wherever an object is.
+        remember_content: feed each step's whole context z_t into the LSTM (the paper). When False the LSTM is
+            given only where the step looked (the last two entries of z_t, the attended grid position, with
+            `coordinates`; nothing without them) and z_t's content reaches the output layer alone, as in the
+            spatial attention of Lu et al. (2017): the decoder remembers where it looked but not what it saw, so
+            a word about an object must be read at its own step, and its map shows where it was read.
         fast_path: run the CPU speed-ups of `core.fast_path` (the same values, faster); False runs the plain
             code of this file and `core.attention`. The parameters are the same either way.
     """
@@ -199,6 +204,7 @@ class ShowAttendTell(nn.Module):
         score: type[Score] = AdditiveScore,
         state_from_image: bool = True,
         coordinates: bool = False,
+        remember_content: bool = True,
         fast_path: bool = True,
     ) -> None:
         super().__init__()
@@ -206,6 +212,7 @@ class ShowAttendTell(nn.Module):
         self.fast_path = fast_path
         self.state_from_image = state_from_image
         self.coordinates = coordinates
+        self.remember_content = remember_content
         if coordinates:
             self.register_buffer("positions", grid_positions(num_locations), persistent=False)  # (L, 2)
             feature_dim += 2
@@ -220,7 +227,8 @@ class ShowAttendTell(nn.Module):
         self.init_h = nn.Linear(feature_dim, decoder_dim)
         self.init_c = nn.Linear(feature_dim, decoder_dim)
         self.f_beta = nn.Linear(decoder_dim, 1)
-        self.lstm = nn.LSTMCell(embed_dim + feature_dim, decoder_dim)
+        remembered = feature_dim if remember_content else (2 if coordinates else 0)  # what of z_t the LSTM is given
+        self.lstm = nn.LSTMCell(embed_dim + remembered, decoder_dim)
         self.out_h = nn.Linear(decoder_dim, embed_dim)  # L_h
         self.out_z = nn.Linear(feature_dim, embed_dim, bias=False)  # L_z
         self.out = nn.Linear(embed_dim, vocab_size)  # L_o
@@ -246,6 +254,12 @@ class ShowAttendTell(nn.Module):
         reading = read(alpha, memory.features)
         return alpha, reading, beta * reading.context
 
+    def _lstm_input(self, embedded: Tensor, z: Tensor) -> Tensor:
+        """The LSTM's input [E y_{t-1}; z_t] (B, E + D); without `remember_content`, [E y_{t-1}; the position read]
+        (B, E + 2) with coordinates, E y_{t-1} (B, E) without."""
+        remembered = self.lstm.input_size - embedded.shape[-1]  # D, 2 or 0: the positions are z_t's last entries
+        return torch.cat([embedded, z[..., z.shape[-1] - remembered :]], dim=-1)
+
     def _output(self, embedded: Tensor, h: Tensor, z: Tensor) -> Tensor:
         """The deep output layer L_o(E y_{t-1} + L_h h_t + L_z z_t), for (..., E), (..., H), (..., D) -> (..., V)."""
         return self.out(self.dropout(embedded + self.out_h(h) + self.out_z(z)))
@@ -254,7 +268,7 @@ class ShowAttendTell(nn.Module):
         """One word: previous words (B,) -> next-word logits (B, V), the weights read with (B, L), new state."""
         embedded = self.embedding(words)  # (B, E)
         _, reading, z = self._attend(state.h, memory, read)
-        h, c = self.lstm(torch.cat([embedded, z], dim=-1), (state.h, state.c))
+        h, c = self.lstm(self._lstm_input(embedded, z), (state.h, state.c))
         return StepOutput(self._output(embedded, h, z), reading.used, LSTMState(h, c))
 
     def forward(self, features: Tensor, inputs: Tensor, read: Read = EXPECTATION) -> TeacherForced:
@@ -277,7 +291,7 @@ class ShowAttendTell(nn.Module):
         logits, weights, locations = [], [], []
         for y in embedded.unbind(1):  # (B, E)
             alpha, reading, z = self._attend(state.h, memory, read)  # attend with h_{t-1}
-            h, c = self.lstm(torch.cat([y, z], dim=-1), (state.h, state.c))  # (B, H) each
+            h, c = self.lstm(self._lstm_input(y, z), (state.h, state.c))  # (B, H) each
             state = LSTMState(h, c)
             logits.append(self._output(y, h, z))  # (B, V)
             weights.append(alpha)

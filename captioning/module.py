@@ -50,6 +50,8 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         state_from_image: initialise the LSTM from the mean annotation vector (the paper) or not (see
             `ShowAttendTell`).
         coordinates: append each location's grid position to its annotation vector (see `ShowAttendTell`).
+        remember_content: feed each step's whole context into the LSTM (the paper), or only where it looked (see
+            `ShowAttendTell`).
         fast_path: run the decoder's CPU speed-ups (`core.fast_path`; the same values, faster); false runs the
             plain code of the model files. Checkpoints load either way.
         attention: the attention mode and its training objective: `SoftAttention` (default, with the doubly
@@ -87,6 +89,7 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         score: type[Score] = AdditiveScore,
         state_from_image: bool = True,
         coordinates: bool = False,
+        remember_content: bool = True,
         fast_path: bool = True,
         attention: AttentionObjective | None = None,
         label_smoothing: float = 0.0,
@@ -175,6 +178,7 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
             score=self.score,
             state_from_image=h.state_from_image,
             coordinates=h.coordinates,
+            remember_content=h.remember_content,
             fast_path=h.fast_path,
         )
 

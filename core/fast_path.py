@@ -162,7 +162,8 @@ def teacher_forced_unroll(
     """The recurrence of `ShowAttendTell.forward`: h_t, c_t = lstm([E y_{t-1}; z_t], (h_{t-1}, c_{t-1})).
 
     Args:
-        lstm: the decoder's cell; its input is [E y_{t-1}; z_t].
+        lstm: the decoder's cell; its input is [E y_{t-1}; z_t], or with a smaller input size [E y_{t-1}; the
+            last entries of z_t] (`ShowAttendTell(remember_content=False)`).
         embedded: (B, T, E) the embedded input words E y_{t-1} of every step.
         h, c: (B, H) the initial state.
         attend: h_{t-1} (B, H) -> (alpha_t (B, L), gated context z_t (B, D), locations read (B,) or None).
@@ -177,7 +178,8 @@ def teacher_forced_unroll(
     weights, hidden, context, locations = [], [], [], []
     for from_word in gates_from_words.unbind(1):  # (B, 4H) per step; one backward node for all of them
         alpha, z, located = attend(h)
-        gates = from_word + gates_from_context(z) + gates_from_state(h)  # (B, 4H)
+        remembered = z[..., z.shape[-1] - from_context.shape[1] :]  # z_t, or the part the LSTM is given
+        gates = from_word + gates_from_context(remembered) + gates_from_state(h)  # (B, 4H)
         h, c = lstm_cell(gates, c)
         weights.append(alpha)
         hidden.append(h)

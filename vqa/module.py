@@ -58,6 +58,8 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         feature_dropout: dropout on the image's region vectors before the attention hops (0, the paper's, for
             none); it curbs learning a small set of training photos by heart (DAQUAR, `docs/results.md`).
         coordinates: append each region's grid position to its vector (see `StackedAttention`).
+        separate_hops: the classifier reads each hop's context side by side instead of their sum (see
+            `StackedAttention`).
         fast_path: run the attention score's CPU speed-up (`core.fast_path`; the same values, faster); false runs
             the plain score of `core.attention`. Checkpoints load either way.
         targets: what the classifier is trained towards: `SoftScores` (default) or `MajorityAnswer`.
@@ -83,6 +85,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         classifier_hidden: int = 0,
         feature_dropout: float = 0.0,
         coordinates: bool = False,
+        separate_hops: bool = False,
         fast_path: bool = True,
         targets: type[AnswerTargets] = SoftScores,
         learning_rate: float = 1e-3,
@@ -142,6 +145,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
             classifier_hidden=h.classifier_hidden,
             feature_dropout=h.feature_dropout,
             coordinates=h.coordinates,
+            separate_hops=h.separate_hops,
             fast_path=h.fast_path,
         )
 

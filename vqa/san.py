@@ -55,6 +55,10 @@ class StackedAttention(nn.Module):
             CNN vector before the projection (not in the paper; as `ShowAttendTell(coordinates=True)`). What a hop
             reads then says where it looked, so the next hop can look beside it ("the object to the left of the
             square") and a relation question can compare two positions: deep features look alike anywhere.
+        separate_hops: give the classifier what each hop read side by side, [u^0; z^1; ...; z^K] ((K + 1) d), instead
+            of their sum u^K = u^0 + z^1 + ... + z^K (the paper; the hops' queries are refined as in the paper
+            either way). A sum forgets which hop read what: "is the square left of the circle?" read as square
+            then circle, and as circle then square, give the same u^K, so relation questions stay at chance.
         fast_path: compute the score with its CPU speed-up from `core.fast_path` where it has one (the same
             values, faster); False runs the plain score of `core.attention`. The parameters are the same either way.
     """
@@ -73,6 +77,7 @@ class StackedAttention(nn.Module):
         classifier_hidden: int = 0,
         feature_dropout: float = 0.0,
         coordinates: bool = False,
+        separate_hops: bool = False,
         fast_path: bool = True,
     ) -> None:
         super().__init__()
@@ -81,9 +86,11 @@ class StackedAttention(nn.Module):
         if fast_path:
             score = fast_score(score)
         self.coordinates = coordinates
+        self.separate_hops = separate_hops
         if coordinates:
             self.register_buffer("positions", grid_positions(num_locations), persistent=False)  # (L, 2)
             feature_dim += 2
+        read_out = question_dim * (hops + 1 if separate_hops else 1)  # the classifier's input size
         self.feature_dropout = nn.Dropout(feature_dropout)
         self.image_projection = nn.Linear(feature_dim, question_dim)
         self.hops = nn.ModuleList(
@@ -95,10 +102,10 @@ class StackedAttention(nn.Module):
             for _ in range(hops)
         )
         if classifier_hidden > 0:
-            hidden = [nn.Dropout(dropout), nn.Linear(question_dim, classifier_hidden), nn.ReLU()]
+            hidden = [nn.Dropout(dropout), nn.Linear(read_out, classifier_hidden), nn.ReLU()]
             self.classifier = nn.Sequential(*hidden, nn.Dropout(dropout), nn.Linear(classifier_hidden, num_answers))
         else:
-            self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(question_dim, num_answers))
+            self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(read_out, num_answers))
 
     def forward(self, features: Tensor, question: Tensor) -> SanOutput:
         """Grids (B, L, D) and question vectors (B, d) -> answer logits (B, A) and attention (B, K, L)."""
@@ -107,9 +114,11 @@ class StackedAttention(nn.Module):
             features = with_positions(features, self.positions)  # (B, L, D + 2)
         regions = torch.tanh(self.image_projection(features))  # (B, L, d) v_I
         query = question  # (B, d) u^0
-        maps = []
+        maps, reads = [], [question]
         for attention in self.hops:
             context, weights = attention(query, regions, attention.prepare(regions))  # (B, d), (B, L)
             query = context + query  # u^k
             maps.append(weights)
-        return SanOutput(self.classifier(query), torch.stack(maps, dim=1))
+            reads.append(context)
+        read_out = torch.cat(reads, dim=-1) if self.separate_hops else query  # (B, (K + 1) d) or (B, d) u^K
+        return SanOutput(self.classifier(read_out), torch.stack(maps, dim=1))

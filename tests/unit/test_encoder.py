@@ -11,7 +11,7 @@ import torch
 import torchvision
 from PIL import Image
 
-from core.encoder import EfficientNetLite, TorchvisionEncoder
+from core.encoder import EfficientNetLite, LocalCNN, TorchvisionEncoder
 
 
 @pytest.fixture(scope="module")
@@ -233,3 +233,40 @@ def test_offline_download_failure_suggests_efficientnet_lite(monkeypatch: pytest
     monkeypatch.setattr(torchvision.models.WeightsEnum, "get_state_dict", offline)
     with pytest.raises(RuntimeError, match=r"could not obtain.*core\.encoder\.EfficientNetLite"):
         TorchvisionEncoder(architecture="resnet18", weights="DEFAULT", image_size=64)
+
+
+def test_local_cnn_cell_sees_exactly_its_receptive_field() -> None:
+    torch.manual_seed(0)
+    encoder = LocalCNN(image_size=64, widths=(8, 8), feature_dim=8, coordinates=False).eval()
+    assert encoder.receptive_field == 1 + 2 * (1 + 2 + 4)  # three 3x3 layers after strides 1, 2, 4
+    images = torch.randn(1, 3, 64, 64, requires_grad=True)
+    fmap = encoder.feature_map(images)  # (1, 8, 16, 16)
+    fmap[0, :, 8, 8].sum().backward()
+    rows, columns = images.grad[0].abs().sum(0).nonzero(as_tuple=True)
+    # with padding 1, cell i of a stride-4 grid is centred on pixel 4i and sees 7 pixels either side
+    assert (int(rows.min()), int(rows.max())) == (32 - 7, 32 + 7)
+    assert (int(columns.min()), int(columns.max())) == (32 - 7, 32 + 7)
+
+
+@pytest.mark.parametrize("coordinates", [False, True])
+def test_local_cnn_knows_where_a_patch_is_only_with_coordinates(coordinates: bool) -> None:
+    torch.manual_seed(0)
+    encoder = LocalCNN(image_size=64, widths=(8, 8), feature_dim=8, coordinates=coordinates).eval()
+    patch = torch.randn(3, 16, 16)
+    left, right = torch.zeros(2, 1, 3, 64, 64)
+    left[0, :, 24:40, 8:24] = patch
+    right[0, :, 24:40, 40:56] = patch  # the same patch 32 px (8 cells) further right
+    with torch.no_grad():
+        at_left, at_right = encoder.feature_map(left)[0, :, 8, 4], encoder.feature_map(right)[0, :, 8, 12]
+    assert torch.allclose(at_left, at_right, atol=1e-5) is not coordinates
+
+
+def test_local_cnn_trains_whole_and_caches_pixels() -> None:
+    encoder = LocalCNN(image_size=32, widths=(4,), feature_dim=6)
+    assert all(p.requires_grad for p in encoder.parameters()) and encoder.training
+    assert encoder.trunk_shape == (3, 32, 32) and encoder.grid_size == 16
+    images = torch.randn(2, 3, 32, 32)
+    encoder.eval()
+    torch.testing.assert_close(encoder.annotations(encoder.trunk(images).half()), encoder(images.half().float()))
+    with pytest.raises(ValueError, match="multiple of 4"):
+        LocalCNN(image_size=30, widths=(4, 4))

@@ -85,7 +85,8 @@ def test_soft_attention_same_loss_and_gradients():
 
 def test_soft_attention_same_loss_and_gradients_for_other_scores_and_coordinates():
     features, captions = batch()
-    for kwargs in ({"score": DotScore}, {"coordinates": True}, {"state_from_image": False}):
+    for kwargs in ({"score": DotScore}, {"coordinates": True}, {"state_from_image": False},
+                   {"remember_content": False}, {"remember_content": False, "coordinates": True}):
         readable, fast = pair(decoder, **kwargs)
         loss, gradients, _ = loss_and_gradients(readable, SoftAttention(), features, captions, EXPECTATION)
         fast_loss, fast_gradients, _ = loss_and_gradients(fast, SoftAttention(), features, captions, EXPECTATION)
@@ -174,3 +175,19 @@ def test_the_lightning_modules_take_the_flag_on_by_default(module):
     parameter = inspect.signature(module).parameters["fast_path"]
     assert parameter.default is True and parameter.kind is inspect.Parameter.KEYWORD_ONLY
     assert parameter.annotation in (bool, "bool")
+
+
+def test_without_remember_content_the_state_never_sees_what_was_read():
+    """Without coordinates, the LSTM's states depend on the words and the start only: two images with the same
+    mean give the same states (and so the same attention queries), while the paper's decoder's states differ."""
+    features, captions = batch()
+    noise = torch.randn_like(features)
+    same_mean = features + noise - noise.mean(1, keepdim=True)  # another image with the same mean annotation vector
+    for remember_content in (True, False):
+        model = decoder(fast_path=True, remember_content=remember_content, score=DotScore)
+        states = []
+        for grid in (features, same_mean):
+            memory, state = model.start(grid)
+            out = model.step(captions[:, 0], state, memory)
+            states.append(model.step(captions[:, 1], out.state, memory).state.h)
+        assert torch.allclose(states[0], states[1]) is not remember_content

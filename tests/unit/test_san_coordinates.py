@@ -1,4 +1,4 @@
-"""The SAN's grid coordinates: (x, y) appended to every region before the projection, nothing else changed."""
+"""The SAN's options beyond the paper: grid coordinates appended to every region, and a read-out that keeps the hops apart."""
 
 import torch
 
@@ -21,3 +21,23 @@ def test_coordinates_are_the_grid_positions_appended_to_every_region():
     # the same content in every cell: only the positions tell the cells apart, and the maps are not uniform
     flat = with_xy(torch.ones(1, 9, 4), question[:1]).weights
     assert flat.std(dim=-1).min() > 0
+
+
+def test_separate_hops_give_the_classifier_each_hops_read_side_by_side():
+    torch.manual_seed(0)
+    san = StackedAttention(
+        feature_dim=6, question_dim=5, attention_dim=4, num_locations=3, num_answers=7, hops=2, separate_hops=True
+    ).eval()
+    features, question = torch.randn(2, 3, 6), torch.randn(2, 5)
+    out = san(features, question)
+    v = torch.tanh(san.image_projection(features))  # (2, 3, 5) v_I
+    z1, z2 = [(out.weights[:, k].unsqueeze(-1) * v).sum(1) for k in range(2)]  # what each hop read, (2, 5) each
+    torch.testing.assert_close(out.logits, san.classifier(torch.cat([question, z1, z2], dim=-1)))
+    # the hops' queries are the paper's: the second hop attends with u^1 = u^0 + z^1
+    score = san.hops[1].score
+    h_a = torch.tanh(score.key_proj(v) + score.query_proj(question + z1).unsqueeze(1))  # (2, 3, 4)
+    p2 = torch.softmax(score.v(h_a).squeeze(-1), dim=-1)
+    torch.testing.assert_close(out.weights[:, 1], p2)
+    # the sum u^2 cannot tell which hop read what; the side-by-side read-out can
+    swapped = san.classifier(torch.cat([question, z2, z1], dim=-1))
+    assert not torch.allclose(swapped, out.logits)
