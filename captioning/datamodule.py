@@ -47,6 +47,10 @@ class CaptionDataModule(L.LightningDataModule):
         num_workers: DataLoader worker processes.
         min_word_count: words seen fewer times in the training captions become <unk>.
         max_caption_length: training captions are cut to this many words.
+        train_references: train on each image's first this many reference captions only (all when None);
+            validation and test still score against every reference. ShapesWorld's first reference follows one
+            rule (the first object in mention order, then the next), so with 1 the model learns that rule and no
+            longer has to guess which object a caption will name next.
         cache_dir: where feature caches are stored.
         cache_features: store the output of the encoder's frozen trunk once per image and train on it (the
             annotation vectors when the encoder is frozen, the input of its fine-tuned top blocks otherwise);
@@ -65,6 +69,7 @@ class CaptionDataModule(L.LightningDataModule):
         num_workers: int = 0,
         min_word_count: int = 1,
         max_caption_length: int = 20,
+        train_references: int | None = None,
         cache_dir: Path = Path(".cache/features"),
         cache_features: bool = True,
         predict_path: Path | None = None,
@@ -78,6 +83,9 @@ class CaptionDataModule(L.LightningDataModule):
         self.num_workers = num_workers
         self.min_word_count = min_word_count
         self.max_caption_length = max_caption_length
+        if train_references is not None and train_references < 1:
+            raise ValueError(f"train_references must be at least 1 (or None for all), got {train_references}")
+        self.train_references = train_references
         self.cache = FeatureCache(root=Path(cache_dir))
         self.cache_features = cache_features
         self.predict_path = None if predict_path is None else Path(predict_path)
@@ -132,7 +140,7 @@ class CaptionDataModule(L.LightningDataModule):
     def _items(self, split: str) -> int:
         """How many items a pass over the split's loader reads: (image, caption) pairs in training, images else."""
         samples = self.samples(split)
-        return sum(len(sample.captions) for sample in samples) if split == "train" else len(samples)
+        return sum(len(sample.captions[: self.train_references]) for sample in samples) if split == "train" else len(samples)
 
     def _inputs(self, split: str):
         samples = self.samples(split)
@@ -168,7 +176,8 @@ class CaptionDataModule(L.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         """Shuffled (image, caption) pairs, resumable mid-epoch from a checkpoint (see `core.resume`)."""
-        pairs = CaptionPairs(self._inputs("train"), self._encoded_captions("train", self.max_caption_length))
+        captions = [refs[: self.train_references] for refs in self._encoded_captions("train", self.max_caption_length)]
+        pairs = CaptionPairs(self._inputs("train"), captions)
         trainer = self.trainer
         return ResumableLoader(
             pairs,

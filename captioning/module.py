@@ -155,6 +155,10 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
                 "configure model.encoder as that checkpoint's to start from it"
             )
         self.set_vocabulary(Vocabulary(checkpoint["hyper_parameters"]["vocabulary"]))
+        # the training objective's own state starts afresh when the checkpoint has none (hard attention's
+        # REINFORCE baseline, started from a soft model)
+        for name, tensor in self.attention.state_dict().items():
+            checkpoint["state_dict"].setdefault(f"attention.{name}", tensor)
         load_weights(self, checkpoint, path)
         self.hparams["initial_weights"] = None  # the weights are now the model's own: its checkpoints hold them
 

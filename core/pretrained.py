@@ -41,7 +41,7 @@ class PretrainedModel:
         evaluated_on: where and how `metrics` were measured (split, protocol, decoding).
         commands: the commands that trained (and bundled) it, in order, as `docs/results.md` gives them.
         licence: the terms the weights carry, from their data and from the encoder's ImageNet weights.
-        encoder: the frozen image encoder and its input size ("EfficientNet-Lite0, 224 px").
+        encoder: the image encoder and its input size ("EfficientNet-Lite0, 224 px").
         grid: the side of the encoder's square grid of annotation vectors (attention maps are grid x grid).
     """
 

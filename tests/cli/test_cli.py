@@ -52,6 +52,7 @@ def test_fast_dev_run_on_shapes(tmp_path, trainable_blocks, cache_features):
     the whole encoder when caching is off."""
     run_cli(
         "fit", "--config", str(CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES, "--trainer.fast_dev_run=true",
+        "--model.encoder=core.encoder.EfficientNetLite", "--model.encoder.init_args.output_stride=16",
         f"--model.encoder.init_args.trainable_blocks={trainable_blocks}", f"--data.cache_features={cache_features}",
         f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path / 'run'}",
         cwd=tmp_path,
@@ -159,6 +160,7 @@ def test_hard_attention_baseline_is_logged_saved_and_resumed(tmp_path):
         "--trainer.log_every_n_steps=1", "--model.attention.init_args.expectation_probability=0.0",
         "--model.attention.init_args.inference=captioning.decoder.ArgMax",
         "--trainer.limit_val_batches=0",  # the baseline is a training matter; skipping validation saves minutes
+        "--model.initial_weights=null", "--data.train_references=null",  # from scratch, on every reference: 15 steps
     ]
     run_cli("fit", *common, "--trainer.max_epochs=1", cwd=tmp_path)
     first = logged_steps(run_dir, ["train/baseline", "train/reward"])
@@ -183,7 +185,8 @@ def test_hard_attention_baseline_is_logged_saved_and_resumed(tmp_path):
     model = CaptioningModule.load(resumed)
     assert isinstance(model.attention, HardAttention)
     assert model.attention.baseline.item() == pytest.approx(rows[-1]["train/baseline"], abs=1e-6)
-    generated = model.generate(torch.randn(2, model.encoder.num_locations, model.encoder.feature_dim))
+    size = model.encoder.image_size
+    generated = model.generate(torch.randn(2, 3, size, size))  # images: the encoder is trained with the model
     for weights in generated.weights:
         assert torch.equal(weights.sum(-1), torch.ones(len(weights))) and set(weights.unique().tolist()) <= {0.0, 1.0}
 

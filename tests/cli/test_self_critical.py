@@ -16,6 +16,7 @@ from pycocoevalcap.meteor.meteor import Meteor
 
 from captioning.decoder import Expectation, ShowAttendTell
 from captioning.module import CaptioningModule
+from captioning.objectives import HardAttention, SoftAttention
 from captioning.self_critical import (
     CiderD,
     MeteorReward,
@@ -25,7 +26,7 @@ from captioning.self_critical import (
     sample_captions,
 )
 from core.checkpoints import CheckpointError
-from core.encoder import EfficientNetLite
+from core.encoder import EfficientNetLite, LocalCNN
 from tests.helpers import CAPTIONING_CONFIGS as CONFIGS
 from tests.helpers import CSV_LOGGER, REPO, SMALL_SHAPES, run_cli
 
@@ -240,23 +241,31 @@ def test_at_least_two_samples_are_needed():
 
 
 def shapes_model(**kwargs) -> CaptioningModule:
-    encoder = EfficientNetLite(variant=0, image_size=224, output_stride=16)
+    """A model shaped as the bundled ShapesWorld soft model (`shapes_soft.yaml`)."""
+    encoder = LocalCNN(coordinates=False)
     return CaptioningModule(encoder=encoder, embed_dim=256, attention_dim=256, coordinates=True, **kwargs)
 
 
-def test_initial_weights_bring_their_vocabulary_and_weights():
+@pytest.mark.parametrize("attention", [SoftAttention(), HardAttention()], ids=["soft", "hard"])
+def test_initial_weights_bring_their_vocabulary_and_weights(attention):
+    """Self-critical fine-tuning starts from the bundled soft model, and so can hard attention, whose REINFORCE
+    baseline the soft checkpoint does not have: it starts at 0."""
     bundled = REPO / "captioning" / "bundled" / "shapes_soft.ckpt"
-    model = shapes_model(initial_weights=bundled, self_critical=SelfCritical())
+    model = shapes_model(initial_weights=bundled, self_critical=SelfCritical(), attention=attention)
     reference = CaptioningModule.load(bundled)
     assert model.vocabulary == reference.vocabulary
     for name, tensor in reference.decoder.state_dict().items():
         torch.testing.assert_close(model.decoder.state_dict()[name], tensor)
+    for name, tensor in reference.encoder.state_dict().items():
+        torch.testing.assert_close(model.encoder.state_dict()[name], tensor)
+    if isinstance(attention, HardAttention):
+        assert model.attention.baseline.item() == 0.0
     assert model.hparams.initial_weights is None  # the model's own checkpoints hold the weights from now on
 
 
 def test_initial_weights_from_another_encoder_are_refused_by_name():
     bundled = REPO / "captioning" / "bundled" / "shapes_soft.ckpt"
-    with pytest.raises(CheckpointError, match="shapes_soft.ckpt was trained with another encoder.*output_stride"):
+    with pytest.raises(CheckpointError, match="shapes_soft.ckpt was trained with another encoder.*LocalCNN.*image_size"):
         CaptioningModule(encoder=EfficientNetLite(variant=0, image_size=224), initial_weights=bundled)
 
 

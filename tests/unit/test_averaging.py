@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from captioning.bundled import SHAPES_HARD, SHAPES_SOFT
+from captioning.bundled import FLICKR8K_SOFT, SHAPES_HARD, SHAPES_SOFT
 from captioning.module import CaptioningModule
 from core import averaging
 from core.checkpoints import CheckpointError, read_checkpoint, write_checkpoint
@@ -81,13 +81,13 @@ def test_checkpoints_of_different_models_are_refused_by_name(pair, tmp_path, cap
     write_checkpoint(renamed, tmp_path / "renamed.ckpt")
     with pytest.raises(CheckpointError, match=r"renamed\.ckpt differs from .* in 'vocabulary'"):
         average([SHAPES_SOFT, tmp_path / "renamed.ckpt"], out)
-    full = read_checkpoint(pair[1])  # a training checkpoint holds the frozen encoder's weights, a compact copy not
-    encoder = CaptioningModule.load(SHAPES_SOFT).encoder
+    full = read_checkpoint(FLICKR8K_SOFT)  # a training checkpoint holds the frozen encoder's weights, a compact copy not
+    encoder = CaptioningModule.load(FLICKR8K_SOFT).encoder
     full["state_dict"].update({f"encoder.{name}": value for name, value in encoder.state_dict().items()})
     del full["encoder_weights"]
     write_checkpoint(full, tmp_path / "full.ckpt")
-    with pytest.raises(CheckpointError, match=r"full\.ckpt has other weights than .*shapes_soft\.ckpt \(encoder\."):
-        average([SHAPES_SOFT, tmp_path / "full.ckpt"], out)
+    with pytest.raises(CheckpointError, match=r"full\.ckpt has other weights than .*flickr8k_soft\.ckpt \(encoder\."):
+        average([FLICKR8K_SOFT, tmp_path / "full.ckpt"], out)
     assert main([str(out), *map(str, pair), "--weights", "1"]) == 2
     assert "give one weight per checkpoint: 2 checkpoints, 1 weights" in capsys.readouterr().err
     assert main([str(out), *map(str, pair), "--weights", "1", "-1"]) == 2

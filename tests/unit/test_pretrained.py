@@ -66,12 +66,18 @@ def test_available_models_carry_their_metadata_and_match_their_files():
     assert list(VQA_CHECKPOINTS) == ["DAQUAR", "ShapesWorld"]
     assert list(CAPTION_CHECKPOINTS.values()) == [model.file for model in CAPTION_MODELS.values()]
     for model in [*Captioner.available().values(), *Answerer.available().values()]:
-        encoder = read_checkpoint(model.file)["hyper_parameters"]["encoder"]["init_args"]
-        assert model.grid == encoder["image_size"] // encoder["output_stride"], model.name
-        assert model.encoder.startswith(f"EfficientNet-Lite{encoder['variant']}, {encoder['image_size']} px"), model.name
+        config = read_checkpoint(model.file)["hyper_parameters"]["encoder"]
+        encoder = config["init_args"]
+        if config["class_path"] == "core.encoder.LocalCNN":  # trained with the model: no third-party weights
+            assert model.grid == encoder["image_size"] // 2 ** len(encoder["widths"]), model.name
+            assert model.encoder.startswith(f"LocalCNN trained with the model, {encoder['image_size']} px"), model.name
+            assert "no third-party data or weights" in model.licence, model.name
+        else:
+            assert model.grid == encoder["image_size"] // encoder["output_stride"], model.name
+            assert model.encoder.startswith(f"EfficientNet-Lite{encoder['variant']}, {encoder['image_size']} px"), model.name
+            assert "Apache-2.0" in model.licence, model.name
         assert model.metrics and all(0 < value <= 100 for value in model.metrics.values()), model.name
         assert model.commands and all(command.startswith("python -m ") for command in model.commands), model.name
-        assert "Apache-2.0" in model.licence, model.name
         if model.name.startswith(("flickr8k", "daquar")):
             assert "terms of use" in model.licence, model.name
 
