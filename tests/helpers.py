@@ -32,6 +32,9 @@ SMALL_SHAPES = [
     "--data.eval_batch_size=8",
 ]
 
+# A tiny LocalCNN for the ShapesWorld captioning configs' encoder, which trains with the model at every step
+TINY_LOCAL_CNN = ["--model.encoder.init_args.widths=[4,8,8]", "--model.encoder.init_args.feature_dim=8"]
+
 # The CSV logger instead of configs/trainer.yaml's TensorBoard one, for the tests that read metrics.csv row by row
 # (every step's values); give it before any --trainer.logger.init_args.* option
 CSV_LOGGER = "--trainer.logger=lightning.pytorch.loggers.CSVLogger"

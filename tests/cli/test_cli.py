@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from tests.helpers import CAPTIONING_CONFIGS as CONFIGS
-from tests.helpers import CSV_LOGGER, REPO, SMALL_SHAPES, metrics_of, run_cli
+from tests.helpers import CSV_LOGGER, REPO, SMALL_SHAPES, TINY_LOCAL_CNN, metrics_of, run_cli
 
 pytestmark = pytest.mark.slow  # every test here trains or serves in subprocesses
 
@@ -68,7 +68,7 @@ def test_fast_dev_run_on_shapes(tmp_path, trainable_blocks, cache_features):
 def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
     run_dir = tmp_path / "run"
     fit = run_cli(
-        "fit", "--config", str(CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES,
+        "fit", "--config", str(CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES, *TINY_LOCAL_CNN,
         "--trainer.max_epochs=1", f"--data.cache_dir={tmp_path / 'cache'}",
         f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}",
         cwd=tmp_path,
@@ -161,6 +161,7 @@ def test_hard_attention_baseline_is_logged_saved_and_resumed(tmp_path):
         "--model.attention.init_args.inference=captioning.decoder.ArgMax",
         "--trainer.limit_val_batches=0",  # the baseline is a training matter; skipping validation saves minutes
         "--model.initial_weights=null", "--data.train_references=null",  # from scratch, on every reference: 15 steps
+        *TINY_LOCAL_CNN,
     ]
     run_cli("fit", *common, "--trainer.max_epochs=1", cwd=tmp_path)
     first = logged_steps(run_dir, ["train/baseline", "train/reward"])

@@ -21,7 +21,7 @@ import torch
 from core.checkpoints import read_checkpoint
 from core.resume import ResumableLoader
 from tests.helpers import CAPTIONING_CONFIGS as CONFIGS
-from tests.helpers import CSV_LOGGER, REPO
+from tests.helpers import CSV_LOGGER, REPO, TINY_LOCAL_CNN
 
 TESTS = Path(__file__).resolve().parent
 
@@ -74,7 +74,7 @@ def tiny_fit(run_dir: Path, cache: Path, callbacks: list[dict], *extra: str, log
         "--model.embed_dim=16", "--model.decoder_dim=16", "--model.attention_dim=16",
         "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0", "--trainer.log_every_n_steps=1",
         "--trainer.enable_progress_bar=false", "--seed_everything=0", "--data.train_references=null",
-        "--model.initial_weights=null",
+        "--model.initial_weights=null", *TINY_LOCAL_CNN,
         f"--trainer.callbacks={json.dumps(callbacks)}", f"--data.cache_dir={cache}",
         f"--trainer.default_root_dir={run_dir}", *logger, *extra,
     ]

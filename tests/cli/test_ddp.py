@@ -27,7 +27,7 @@ import torch.multiprocessing as mp
 
 from core.checkpoints import read_checkpoint
 from core.gathering import computed_on_rank_zero, gather_by_key
-from tests.helpers import REPO, metrics_of, run_module
+from tests.helpers import REPO, TINY_LOCAL_CNN, metrics_of, run_module
 
 pytestmark = pytest.mark.slow  # every test here trains or serves in subprocesses
 
@@ -168,7 +168,7 @@ def test_hard_attention_keeps_one_baseline_on_two_processes(tmp_path, batch_size
         *logged_to(tmp_path / "fit"), f"--data.cache_dir={tmp_path / 'cache'}", "--trainer.max_epochs=1",
         "--trainer.limit_train_batches=5", "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0",
         "--model.embed_dim=8", "--model.decoder_dim=16", "--model.attention_dim=8", "--seed_everything=0",
-        "--model.initial_weights=null", "--data.train_references=null",  # a tiny model, every reference
+        "--model.initial_weights=null", "--data.train_references=null", *TINY_LOCAL_CNN,  # a tiny model, every reference
         f"--trainer.callbacks+={json.dumps(record)}",
     ]
     ranks = fit_watched(args, tmp_path, records)
@@ -195,6 +195,7 @@ def test_captioning_fit_and_test_on_two_processes(tmp_path, monkeypatch):
     run_module(
         "captioning", "fit", *config, *data, *DDP, *logged_to(fit_dir), "--trainer.max_epochs=1",
         "--trainer.limit_train_batches=2", "--trainer.num_sanity_val_steps=0", "--data.train_references=null",
+        *TINY_LOCAL_CNN,
         "--model.embed_dim=8", "--model.decoder_dim=16", "--model.attention_dim=8", cwd=tmp_path,
     )
     assert {p.name for p in fit_dir.rglob("*.ckpt")} >= {"best.ckpt", "last.ckpt"}  # monitored val/BLEU-4
