@@ -49,6 +49,13 @@ def cells(boxes: list[Box], grid: int, grow: float = 0.0) -> torch.Tensor:
     return box_masks(torch.tensor(corners), grid, grid).amax(dim=0)
 
 
+def word_kind(index: int, objects: int) -> tuple[str, str]:
+    """("first colour", "several objects") for the grounded word `index` of a ShapesWorld caption (`describe`
+    grounds size, colour and shape of the first noun phrase, then of the second) in a scene of `objects` objects."""
+    word = f"{('first', 'second')[index // 3]} {('size', 'colour', 'shape')[index % 3]}"
+    return word, "one object" if objects == 1 else "several objects"
+
+
 def measure(model: CaptioningModule, scenes: int, beam_size: int) -> dict[str, float]:
     dataset = ShapesWorld(train_size=0, val_size=scenes, test_size=0, heldout_size=0)
     grid, transform, v = model.encoder.grid_size, model.encoder.transform(), model.vocabulary
@@ -72,8 +79,7 @@ def measure(model: CaptioningModule, scenes: int, beam_size: int) -> dict[str, f
             mass = float((weights * inside).sum())
             sums["in_box"] += mass
             # grounding lists (size, colour, shape) of the first noun phrase, then of the second
-            word = f"{('first', 'second')[index // 3]} {('size', 'colour', 'shape')[index % 3]}"
-            scenes_of = "one object" if len(scene.objects) == 1 else "several objects"
+            word, scenes_of = word_kind(index, len(scene.objects))
             by_word.setdefault(f"{word}, {scenes_of}", []).append(mass)
             named_other = [g.box for g in sample.grounding[0] if g.box != box][:1]  # the other phrase's object
             if named_other:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from attention_targets import word_kind  # the benchmark beside this one (run from the repository root)
 from data.captions import Box
 from data.shapes import ShapesWorld, scene_captions
 from data.vocabulary import tokenize
@@ -51,8 +52,7 @@ def measure(scenes: int) -> dict:
         reference = tokenize(sample.captions[0])
         for index, grounded in enumerate(sample.grounding[0]):
             candidates = named_objects(captions, groundings, reference[: grounded.position], grounded.position)
-            word = f"{('first', 'second')[index // 3]} {('size', 'colour', 'shape')[index % 3]}"
-            scenes_of = "one object" if count == 1 else "several objects"
+            word, scenes_of = word_kind(index, count)
             shares.setdefault(f"{word}, {scenes_of}", []).append(1 / len(candidates))
             shares.setdefault("all", []).append(1 / len(candidates))
             determined.append(len(candidates) == 1)
