@@ -140,6 +140,11 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
 
     def _start_from(self, path: Path) -> None:
         """Take the vocabulary and weights of the captioning checkpoint at `path` (`initial_weights`)."""
+        if not Path(path).is_file():
+            raise CheckpointError(
+                f"initial_weights {path} is not a file: the configs give it relative to the repository root, so run "
+                "from there, or give --model.initial_weights the checkpoint's path"
+            )
         checkpoint = read_checkpoint(path)
         check_kind(checkpoint, path, required=("vocabulary",), kind="captioning")
         theirs = checkpoint["hyper_parameters"].get("encoder") or {}

@@ -269,6 +269,11 @@ def test_initial_weights_from_another_encoder_are_refused_by_name():
         CaptioningModule(encoder=EfficientNetLite(variant=0, image_size=224), initial_weights=bundled)
 
 
+def test_missing_initial_weights_are_refused_by_name(tmp_path):
+    with pytest.raises(CheckpointError, match=r"initial_weights .*missing\.ckpt is not a file: .*repository root"):
+        CaptioningModule(initial_weights=tmp_path / "missing.ckpt")
+
+
 def test_initial_weights_of_a_vqa_model_are_refused_by_name():
     vqa = REPO / "vqa" / "bundled" / "daquar_san.ckpt"
     with pytest.raises(CheckpointError, match="daquar_san.ckpt is not a captioning checkpoint"):
