@@ -9,9 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from tests.helpers import DAQUAR_FILES, VQA2_FILES, make_vqa_layout, metrics_of, run_module
 from tests.helpers import VQA_CONFIGS as CONFIGS
+
+# the encoder daquar_san.yaml builds (EfficientNet-Lite2 and its image size)
+DAQUAR_ENCODER = yaml.safe_load((CONFIGS / "daquar_san.yaml").read_text())["model"]["encoder"]["init_args"]
 
 SMALL_SHAPES = [
     "--data.dataset.init_args.train_size=24",
@@ -61,9 +65,9 @@ def test_daquar_config_trains_on_mirror_images_and_reports_wups(tmp_path):
     assert sorted(cached) == ["test", "train", "train-mirrored"]  # no mirror images for evaluation
     dataset = Daquar(root=tmp_path / "daquar")
     photo = dataset.load(dataset.image_ids("train")[0])
-    encoder = EfficientNetLite(variant=2, image_size=256).eval()
+    encoder = EfficientNetLite(**DAQUAR_ENCODER)
     with torch.inference_mode():
-        flipped = encoder.trunk(encoder.transform()(mirror_image(photo))[None])[0]  # (64, 1280)
+        flipped = encoder.eval().trunk(encoder.transform()(mirror_image(photo))[None])[0]  # (L, 1280)
     stored = {split: torch.from_numpy(np.load(path)[0]).float() for split, path in cached.items()}
     torch.testing.assert_close(stored["train-mirrored"], flipped, atol=2e-2, rtol=1e-2)  # float16 storage
     assert (stored["train-mirrored"] - stored["train"]).abs().max() > 0.1
@@ -88,11 +92,12 @@ def test_fine_tuned_top_block_trains_on_the_cached_trunk(tmp_path):
     run_dir = fit_daquar(tmp_path, "--model.encoder.init_args.trainable_blocks=1")
     records = [json.loads(path.read_text()) for path in (tmp_path / "cache").glob("*.json")]
     assert sorted(record["key"]["split"] for record in records) == ["test", "train", "train-mirrored"]
-    # Lite2's last block reads 208 channels at 8 x 8 (256 px)
-    assert all((record["num_locations"], record["feature_dim"]) == (64, 208) for record in records)
+    # Lite2's last block reads 208 channels on the stride-32 grid (12 x 12 at the config's 384 px)
+    side = DAQUAR_ENCODER["image_size"] // 32
+    assert all((record["num_locations"], record["feature_dim"]) == (side * side, 208) for record in records)
 
     trained = torch.load(next(run_dir.rglob("last.ckpt")), weights_only=True)["state_dict"]
-    encoder = EfficientNetLite(variant=2, image_size=256)  # the pretrained weights
+    encoder = EfficientNetLite(**DAQUAR_ENCODER)  # the pretrained weights
     last = f"net._blocks.{encoder.num_blocks - 1}."
     moved = {name for name, value in encoder.state_dict().items() if not torch.equal(trained[f"encoder.{name}"], value)}
     assert {f"{last}_project_conv.weight", "net._conv_head.weight"} <= moved

@@ -34,6 +34,7 @@ MODELS: dict[str, PretrainedModel] = {
             commands=(
                 (
                     "python -m vqa fit --config configs/vqa/daquar_san.yaml --data.dataset.init_args.root PATH/TO/daquar "
+                    "--model.encoder.init_args.image_size 256 "  # the config's size when it was trained (now 384)
                     "--trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint "
                     "--trainer.callbacks.monitor=val/accuracy --trainer.callbacks.save_top_k=-1 "
                     '--trainer.callbacks.filename="weights-{epoch}" --trainer.callbacks.save_weights_only=true'
