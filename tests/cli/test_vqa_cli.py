@@ -92,12 +92,12 @@ def test_fine_tuned_top_block_trains_on_the_cached_trunk(tmp_path):
     run_dir = fit_daquar(tmp_path, "--model.encoder.init_args.trainable_blocks=1")
     records = [json.loads(path.read_text()) for path in (tmp_path / "cache").glob("*.json")]
     assert sorted(record["key"]["split"] for record in records) == ["test", "train", "train-mirrored"]
-    # Lite2's last block reads 208 channels on the stride-32 grid (12 x 12 at the config's 384 px)
-    side = DAQUAR_ENCODER["image_size"] // 32
-    assert all((record["num_locations"], record["feature_dim"]) == (side * side, 208) for record in records)
+    encoder = EfficientNetLite(**DAQUAR_ENCODER)  # the pretrained weights
+    # Lite2's last block reads 208 channels on the head's grid (12 x 12 at the config's 384 px)
+    locations = encoder.grid_size**2
+    assert all((record["num_locations"], record["feature_dim"]) == (locations, 208) for record in records)
 
     trained = torch.load(next(run_dir.rglob("last.ckpt")), weights_only=True)["state_dict"]
-    encoder = EfficientNetLite(**DAQUAR_ENCODER)  # the pretrained weights
     last = f"net._blocks.{encoder.num_blocks - 1}."
     moved = {name for name, value in encoder.state_dict().items() if not torch.equal(trained[f"encoder.{name}"], value)}
     assert {f"{last}_project_conv.weight", "net._conv_head.weight"} <= moved
