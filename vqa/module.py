@@ -60,6 +60,8 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         coordinates: append each region's grid position to its vector (see `StackedAttention`).
         separate_hops: the classifier reads each hop's context side by side instead of their sum (see
             `StackedAttention`).
+        question_dropout: dropout on the question vector where the answer classifier reads it (0, the paper's,
+            for none; see `StackedAttention`).
         fast_path: run the attention score's CPU speed-up (`core.fast_path`; the same values, faster); false runs
             the plain score of `core.attention`. Checkpoints load either way.
         targets: what the classifier is trained towards: `SoftScores` (default) or `MajorityAnswer`.
@@ -86,6 +88,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         feature_dropout: float = 0.0,
         coordinates: bool = False,
         separate_hops: bool = False,
+        question_dropout: float = 0.0,
         fast_path: bool = True,
         targets: type[AnswerTargets] = SoftScores,
         learning_rate: float = 1e-3,
@@ -146,6 +149,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
             feature_dropout=h.feature_dropout,
             coordinates=h.coordinates,
             separate_hops=h.separate_hops,
+            question_dropout=h.question_dropout,
             fast_path=h.fast_path,
         )
 

@@ -59,6 +59,10 @@ class StackedAttention(nn.Module):
             of their sum u^K = u^0 + z^1 + ... + z^K (the paper; the hops' queries are refined as in the paper
             either way). A sum forgets which hop read what: "is the square left of the circle?" read as square
             then circle, and as circle then square, give the same u^K, so relation questions stay at chance.
+        question_dropout: dropout on the question vector u^0 where the classifier reads it (0, the paper's, for
+            none); the hops still start from the whole question. Not in the paper: a classifier that can answer
+            from the question alone learns less from what the hops read, so this makes the answer lean on the
+            image (and so on where the hops look).
         fast_path: compute the score with its CPU speed-up from `core.fast_path` where it has one (the same
             values, faster); False runs the plain score of `core.attention`. The parameters are the same either way.
     """
@@ -78,6 +82,7 @@ class StackedAttention(nn.Module):
         feature_dropout: float = 0.0,
         coordinates: bool = False,
         separate_hops: bool = False,
+        question_dropout: float = 0.0,
         fast_path: bool = True,
     ) -> None:
         super().__init__()
@@ -92,6 +97,7 @@ class StackedAttention(nn.Module):
             feature_dim += 2
         read_out = question_dim * (hops + 1 if separate_hops else 1)  # the classifier's input size
         self.feature_dropout = nn.Dropout(feature_dropout)
+        self.question_dropout = nn.Dropout(question_dropout)
         self.image_projection = nn.Linear(feature_dim, question_dim)
         self.hops = nn.ModuleList(
             Attention(
@@ -114,11 +120,12 @@ class StackedAttention(nn.Module):
             features = with_positions(features, self.positions)  # (B, L, D + 2)
         regions = torch.tanh(self.image_projection(features))  # (B, L, d) v_I
         query = question  # (B, d) u^0
-        maps, reads = [], [question]
+        maps, reads = [], [self.question_dropout(question)]  # u^0 as the classifier reads it
         for attention in self.hops:
             context, weights = attention(query, regions, attention.prepare(regions))  # (B, d), (B, L)
             query = context + query  # u^k
             maps.append(weights)
             reads.append(context)
-        read_out = torch.cat(reads, dim=-1) if self.separate_hops else query  # (B, (K + 1) d) or (B, d) u^K
+        # (B, (K + 1) d) side by side, or (B, d) their sum: u^K, with u^0 as the classifier reads it
+        read_out = torch.cat(reads, dim=-1) if self.separate_hops else sum(reads)
         return SanOutput(self.classifier(read_out), torch.stack(maps, dim=1))

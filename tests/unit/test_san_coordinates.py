@@ -1,4 +1,5 @@
-"""The SAN's options beyond the paper: grid coordinates appended to every region, and a read-out that keeps the hops apart."""
+"""The SAN's options beyond the paper: grid coordinates appended to every region, a read-out that keeps the hops
+apart, and dropout of the question where the classifier reads it."""
 
 import torch
 
@@ -41,3 +42,25 @@ def test_separate_hops_give_the_classifier_each_hops_read_side_by_side():
     # the sum u^2 cannot tell which hop read what; the side-by-side read-out can
     swapped = san.classifier(torch.cat([question, z2, z1], dim=-1))
     assert not torch.allclose(swapped, out.logits)
+
+
+def test_question_dropout_acts_on_the_classifiers_question_only():
+    torch.manual_seed(0)
+    kwargs = dict(feature_dim=6, question_dim=5, attention_dim=4, num_locations=3, num_answers=7, hops=2, dropout=0.0)
+    san = StackedAttention(question_dropout=0.5, **kwargs)
+    plain = StackedAttention(**kwargs)
+    plain.load_state_dict(san.state_dict())  # no parameters of its own
+    features, question = torch.randn(4, 3, 6), torch.randn(4, 5)
+    # evaluation: no dropout, the paper's SAN exactly
+    torch.testing.assert_close(san.eval()(features, question).logits, plain.eval()(features, question).logits)
+    # training: the hops attend with the whole question, the classifier reads u^K with u^0 dropped out
+    san.train()
+    torch.manual_seed(1)
+    out = san(features, question)
+    torch.manual_seed(1)
+    kept = torch.nn.functional.dropout(question, 0.5)  # the same mask: the first random draw of the forward pass
+    assert (kept == 0).any() and (kept != 0).any()
+    torch.testing.assert_close(out.weights, plain(features, question).weights)
+    v = torch.tanh(san.image_projection(features))  # (4, 3, 5) v_I
+    z1, z2 = [(out.weights[:, k].unsqueeze(-1) * v).sum(1) for k in range(2)]
+    torch.testing.assert_close(out.logits, san.classifier(kept + z1 + z2))
