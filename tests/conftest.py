@@ -8,19 +8,34 @@ Markers (registered in pyproject.toml, so a misspelt one is an error):
   takes several seconds to a minute (pretrained networks on photos, a training run in a subprocess, a DDP pair, a
   browser); `python -m pytest -m "not slow"` runs the rest in a couple of minutes, `python -m pytest` runs all.
 
+The suite runs in parallel, one test file per pytest-xdist worker (`-n auto --dist loadfile` in pyproject.toml;
+`-n 0` runs it in one process). Each worker then gets its share of the cores for torch's threads, and so do the
+training runs its tests start in subprocesses: two workers that each ran as many threads as the machine has
+cores would spend their time contending.
+
 Plain functions and constants shared by test modules are in tests/helpers.py (see its docstring for why).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.helpers import DAQUAR_FILES, make_vqa_layout
 
 TESTS = Path(__file__).resolve().parent
 GROUPS = ("unit", "cli", "app")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))  # set by pytest-xdist in its workers
+    if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
+        threads = max(1, len(os.sched_getaffinity(0)) // workers)
+        torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)  # for the subprocesses (CLI runs, DDP workers)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own hook, whose `-m` deselection must see the markers
