@@ -134,8 +134,10 @@ class CaptionDataModule(L.LightningDataModule):
                 self.trainer, {split: (*loader, self._items(split)) for split, loader in loaders.items()}
             )
             announce_encoding_on_read(self.dataset.name, self._read_in_part)
-            ids = {split: [s.image_id for s in self.samples(split)] for split in loaders if split not in self._read_in_part}
-            self.cache.announce(dataset_name=self.dataset.name, splits=ids, encoder=self.encoder)
+            cached = [split for split in loaders if split not in self._read_in_part]
+            ids = {split: [s.image_id for s in self.samples(split)] for split in cached}
+            files = {split: [s.path for s in self.samples(split)] for split in cached}
+            self.cache.announce(dataset_name=self.dataset.name, splits=ids, encoder=self.encoder, image_files=files)
 
     def _items(self, split: str) -> int:
         """How many items a pass over the split's loader reads: (image, caption) pairs in training, images else."""
@@ -151,6 +153,7 @@ class CaptionDataModule(L.LightningDataModule):
                 dataset_name=self.dataset.name,
                 split=split,
                 image_ids=[s.image_id for s in samples],
+                image_files=[s.path for s in samples],
                 load_image=lambda i: self.dataset.load(samples[i]),
                 encoder=self.encoder,
                 num_workers=self.num_workers,

@@ -10,7 +10,9 @@ two files under `root`:
 * `<dataset>-<split>-<key>.json`: what the array is (the key fields, N, L, D) and `"complete": true`.
 
 `key` hashes the dataset name, the split, `encoder.cache_key()` (architecture, image size, weights, where the
-trunk ends) and the ordered image ids, so any change to these builds a new cache instead of reusing a stale one.
+trunk ends), the ordered image ids and, for images read from files, each file's size and modification time, so
+any change to these builds a new cache instead of reusing a stale one: replacing a dataset's photos with other
+copies under the same names (larger ones, say) is seen.
 
 A build writes the array to a temporary file, renames it into place only once every image is encoded,
 and writes the JSON last: a crash at any point leaves no pair of files that looks complete, and the next
@@ -98,13 +100,22 @@ class FeatureCache:
         self._to_encode = 0  # images announced and not yet encoded: what the first batch's speed is applied to
         self._seconds_per_image: float | None = None  # measured on the first batch of this process's first build
 
-    def announce(self, *, dataset_name: str, splits: Mapping[str, Sequence[str]], encoder: Encoder) -> None:
+    def announce(
+        self,
+        *,
+        dataset_name: str,
+        splits: Mapping[str, Sequence[str]],
+        encoder: Encoder,
+        image_files: Mapping[str, Sequence[Path | None]] | None = None,
+    ) -> None:
         """Say which of `splits` (split name -> image ids) have no cache yet and will be built, and how many
-        images that is in all; the first build's estimate then covers all of them. Says nothing when all exist."""
+        images that is in all; the first build's estimate then covers all of them. Says nothing when all exist.
+        `image_files` gives a split's files as `load_or_build` takes them."""
         channels, height, width = encoder.trunk_shape
         missing = {}
         for split, image_ids in splits.items():
-            fields = self._fields(dataset_name, split, image_ids, encoder)
+            files = (image_files or {}).get(split)
+            fields = self._fields(dataset_name, split, image_ids, encoder, files)
             if image_ids and self._load_complete(*self._paths(fields), fields, (len(image_ids), height * width, channels)) is None:
                 missing[split] = len(image_ids)
         if not missing:
@@ -116,9 +127,17 @@ class FeatureCache:
             dataset_name, listed, self._to_encode, type(encoder).__name__, self.root,
         )
 
-    def path_for(self, *, dataset_name: str, split: str, image_ids: Sequence[str], encoder: Encoder) -> Path:
+    def path_for(
+        self,
+        *,
+        dataset_name: str,
+        split: str,
+        image_ids: Sequence[str],
+        encoder: Encoder,
+        image_files: Sequence[Path | None] | None = None,
+    ) -> Path:
         """Where the array for these images and this encoder is (or would be) stored."""
-        return self._paths(self._fields(dataset_name, split, image_ids, encoder))[0]
+        return self._paths(self._fields(dataset_name, split, image_ids, encoder, image_files))[0]
 
     def load_or_build(
         self,
@@ -128,6 +147,7 @@ class FeatureCache:
         image_ids: Sequence[str],
         load_image: Callable[[int], Image.Image],
         encoder: Encoder,
+        image_files: Sequence[Path | None] | None = None,
         batch_size: int = 32,
         num_workers: int = 0,
         progress: bool = True,
@@ -135,7 +155,9 @@ class FeatureCache:
         """The read-only float16 trunk outputs (N, L, D) of `image_ids`, in that order; `result[i]` is (L, D).
 
         Reuses a complete cache with the same key without running the encoder; otherwise encodes every image,
-        `load_image(i)` giving the image of `image_ids[i]`, and stores the result first.
+        `load_image(i)` giving the image of `image_ids[i]`, and stores the result first. `image_files[i]` is the
+        file `load_image(i)` reads (None for an image made in memory; `image_files` None when none is a file):
+        a file changed since the cache was built makes a new key.
 
         Raises:
             ValueError: no image ids.
@@ -143,7 +165,7 @@ class FeatureCache:
         if len(image_ids) == 0:
             raise ValueError(f"no image ids to encode for {dataset_name!r} split {split!r}")
 
-        fields = self._fields(dataset_name, split, image_ids, encoder)
+        fields = self._fields(dataset_name, split, image_ids, encoder, image_files)
         array_path, meta_path = self._paths(fields)
         channels, height, width = encoder.trunk_shape
         shape = (len(image_ids), height * width, channels)
@@ -193,10 +215,12 @@ class FeatureCache:
         return f"encoding {images} images, starting with {what}: {when} on this machine, at {rate:.0f} images/s"
 
     @staticmethod
-    def _fields(dataset_name: str, split: str, image_ids: Sequence[str], encoder: Encoder) -> dict:
+    def _fields(
+        dataset_name: str, split: str, image_ids: Sequence[str], encoder: Encoder, image_files: Sequence[Path | None] | None
+    ) -> dict:
         """Everything the features depend on; the cache key is a hash of this."""
         ids_digest = hashlib.sha256(json.dumps(list(image_ids)).encode()).hexdigest()
-        return {
+        fields = {
             "format": _FORMAT_VERSION,
             "dataset": dataset_name,
             "split": split,
@@ -204,6 +228,12 @@ class FeatureCache:
             "num_images": len(image_ids),
             "image_ids_sha256": ids_digest,
         }
+        if image_files is not None and any(file is not None for file in image_files):
+            if len(image_files) != len(image_ids):
+                raise ValueError(f"{len(image_files)} image files for {len(image_ids)} image ids of split {split!r}")
+            states = json.dumps([_file_state(file) for file in image_files])
+            fields["image_files_sha256"] = hashlib.sha256(states.encode()).hexdigest()
+        return fields
 
     def _paths(self, fields: dict) -> tuple[Path, Path]:
         key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
@@ -403,6 +433,18 @@ def announce_encoding_on_read(dataset_name: str, splits: Mapping[str, tuple[int,
             "this run reads only part of %s: %s; their images are encoded as they are read, and no cache is built",
             dataset_name, listed,
         )
+
+
+def _file_state(path: Path | None) -> tuple[int, int] | None:
+    """(size in bytes, modification time in ns) of an image file, what tells a changed file from the one cached;
+    None for an image made in memory or a missing file (reading it fails later, with the error naming it)."""
+    if path is None:
+        return None
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
 
 
 def _device_of(encoder: Encoder) -> torch.device:

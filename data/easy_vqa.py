@@ -90,10 +90,13 @@ class EasyVqa(VqaDataset):
         self._check_split(split)
         return list(self._questions[split])
 
-    def load(self, image_id: str) -> Image.Image:
+    def image_path(self, image_id: str) -> Path:
         if image_id not in self._paths:
             raise ValueError(f"{image_id!r} is not an easy-VQA image id like 'train-17' or 'test-3'")
-        return load_image(self._paths[image_id])
+        return self._paths[image_id]
+
+    def load(self, image_id: str) -> Image.Image:
+        return load_image(self.image_path(image_id))
 
     def _read(self, source: str, triples: tuple[list, list, list], *, first_id: int) -> list[VqaSample]:
         """The package's (texts, answers, image numbers) lists of one source split, as samples."""

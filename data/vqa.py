@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
+from pathlib import Path
 
 from PIL import Image
 
@@ -86,6 +87,11 @@ class VqaDataset(abc.ABC):
     @abc.abstractmethod
     def load(self, image_id: str) -> Image.Image:
         """The image as an RGB PIL image; files go through `data.images.load_image` (ImageLoadError)."""
+
+    def image_path(self, image_id: str) -> Path | None:
+        """The file the image is read from; None (this default) for images made in memory. The feature cache
+        keys on the file's size and modification time, so replaced photos are encoded again."""
+        return None
 
     def image_ids(self, split: str) -> list[str]:
         """The distinct images that the split's questions are about, in order of their first question."""

@@ -131,7 +131,8 @@ class VqaDataModule(L.LightningDataModule):
             ids = {split: self.dataset.image_ids(split) for split in loaders if split not in self._read_in_part}
             if stage == "fit" and self.mirror_images and "train" in ids:
                 ids["train-mirrored"] = ids["train"]
-            self.cache.announce(dataset_name=self.dataset.name, splits=ids, encoder=self.model.encoder)
+            files = {split: [self.dataset.image_path(image_id) for image_id in image_ids] for split, image_ids in ids.items()}
+            self.cache.announce(dataset_name=self.dataset.name, splits=ids, encoder=self.model.encoder, image_files=files)
 
     def _split_dataset(self, split: str, *, with_targets: bool, mirror: bool = False) -> Questions:
         samples = self.questions(split)
@@ -171,6 +172,7 @@ class VqaDataModule(L.LightningDataModule):
             dataset_name=self.dataset.name,
             split=name,
             image_ids=image_ids,
+            image_files=[self.dataset.image_path(image_id) for image_id in image_ids],
             load_image=load,
             encoder=encoder,
             num_workers=self.num_workers,

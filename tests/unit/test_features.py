@@ -114,6 +114,37 @@ def test_any_key_change_rebuilds(tmp_path: Path, change: dict) -> None:
     assert cache.last_status.hit and cache.last_status.path == first
 
 
+def test_an_image_file_replaced_under_its_name_rebuilds_and_an_untouched_one_reuses(tmp_path: Path) -> None:
+    folder = tmp_path / "images"
+    folder.mkdir()
+    files = [folder / f"{image_id}.png" for image_id in IDS]
+    for image, file in zip(IMAGES, files):
+        image.save(file)
+    cache = FeatureCache(root=tmp_path / "cache")
+    load = lambda i: Image.open(files[i]).convert("RGB")  # noqa: E731
+    build(cache, FakeEncoder(), load_image=load, image_files=files)
+    first = cache.last_status.path
+    build(cache, FakeEncoder(), load_image=load, image_files=files)
+    assert cache.last_status.hit and cache.last_status.path == first
+
+    # a larger copy of the same photo under the same name (what replacing a dataset's photos does)
+    IMAGES[3].resize((32, 24)).save(files[3])
+    encoder = FakeEncoder()
+    rebuilt = build(cache, encoder, load_image=load, image_files=files)
+    assert not cache.last_status.hit and encoder.calls > 0 and cache.last_status.path != first
+    with torch.inference_mode():
+        expected = encoder(encoder.transform()(Image.open(files[3]).convert("RGB")).unsqueeze(0))[0]
+    np.testing.assert_array_equal(rebuilt[3], expected.to(torch.float16).numpy())
+
+    # images made in memory (no files) keep the key they always had
+    build(cache, FakeEncoder(), image_files=[None] * len(IDS))
+    in_memory = cache.last_status.path
+    build(cache, FakeEncoder())
+    assert cache.last_status.hit and cache.last_status.path == in_memory
+    with pytest.raises(ValueError, match="4 image files for 5 image ids"):
+        build(cache, FakeEncoder(), load_image=load, image_files=files[:4])
+
+
 def test_crashed_build_leaves_nothing_valid_and_next_call_rebuilds(tmp_path: Path) -> None:
     def flaky(index: int) -> Image.Image:
         if index == 3:
