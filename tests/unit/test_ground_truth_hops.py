@@ -1,0 +1,50 @@
+"""benchmarks/ground_truth_hops.py: each hop reads the map of its ground-truth region, computed by hand here, and
+the rest of the network is the model's own."""
+
+from types import SimpleNamespace
+
+import torch
+
+from benchmarks.ground_truth_hops import GroundTruthHops, ground_truth_maps
+from vqa.san import StackedAttention
+
+
+def test_hop_k_spreads_over_region_k_or_the_last_one_and_reads_uniformly_without_regions():
+    regions = torch.tensor([
+        [[0.0, 0.0, 0.5, 1.0], [0.5, 0.0, 1.0, 0.5]],  # the left half, then the top-right quarter
+        [[0.5, 0.5, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]],  # one region: the bottom-right quarter (the second is padding)
+        [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]],  # none
+    ])
+    maps = ground_truth_maps(regions, torch.tensor([2, 1, 0]), grid=2, hops=2)  # a 2x2 grid, cells row-major
+    expected = torch.tensor([
+        [[0.5, 0.0, 0.5, 0.0], [0.0, 1.0, 0.0, 0.0]],
+        [[0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0]],
+        [[0.25] * 4, [0.25] * 4],
+    ])
+    torch.testing.assert_close(maps, expected)
+
+
+def test_every_stage_reads_the_given_maps_through_the_models_own_classifier():
+    torch.manual_seed(0)
+    san = StackedAttention(
+        feature_dim=6, question_dim=5, attention_dim=4, num_locations=4, num_answers=3, hops=2, separate_hops=True
+    ).eval()
+    pl_module = SimpleNamespace(san=san, encoder=SimpleNamespace(grid_size=2))
+    regions = torch.tensor([[[0.0, 0.0, 0.5, 1.0], [0.5, 0.0, 1.0, 0.5]]])
+    features, question = torch.randn(1, 4, 6), torch.randn(1, 5)
+    callback = GroundTruthHops()
+    hooks = [
+        callback.on_train_batch_start, callback.on_validation_batch_start,
+        callback.on_test_batch_start, callback.on_predict_batch_start,
+    ]
+    for hook in hooks:
+        hook(None, pl_module, {"regions": regions, "region_count": torch.tensor([2])}, 0)
+        out = san(features, question)
+        maps = torch.tensor([[[0.5, 0.0, 0.5, 0.0], [0.0, 1.0, 0.0, 0.0]]])
+        torch.testing.assert_close(out.weights, maps)
+        v = torch.tanh(san.image_projection(features))[0]  # (4, 5) v_I
+        z1, z2 = (v[0] + v[2]) / 2, v[1]  # what the two hops read: the left half's mean, then the top-right cell
+        torch.testing.assert_close(out.logits[0], san.classifier(torch.cat([question[0], z1, z2])))
+    assert set(dict(san.state_dict())) == set(dict(StackedAttention(
+        feature_dim=6, question_dim=5, attention_dim=4, num_locations=4, num_answers=3, hops=2, separate_hops=True
+    ).state_dict()))  # the hops keep their parameters: a checkpoint loads either way
