@@ -4,13 +4,17 @@
     python demo.py --host 0.0.0.0 --port 8080 --caption-model mine=runs/.../best.ckpt
     python demo.py --max-queue 16           # at most 16 requests waiting; more get a "busy" message
 
-Two tabs. "Caption": a photo, a captioning model, a beam width -> the caption and one attention overlay per
+Three tabs. "Caption": a photo, a captioning model, a beam width -> the caption and one attention overlay per
 word (titled with the word and how concentrated its attention is: "dog: 62% on top 5%"), then (a
 moment later: it is written after the page has them) a zip of the export folder
 (`captioning.export.CaptionOverlays`: overlays, grid, GIF, JSON).
 "Ask": a photo, a VQA model and a question -> the top answers (as words: "tissue roll", not DAQUAR's label
 `tissue_roll`) with their probabilities and one overlay per attention hop (`vqa.export.export_answer`), titled
-the same way; its examples pick the model they were made for along with the picture and the question. Every
+the same way; its examples pick the model they were made for along with the picture and the question.
+"Compare": a photo and, optionally, a caption to follow -> for each of the six attention score functions
+(`core.attention`), its small ShapesWorld model's caption and word overlays side by side; with a caption to follow
+every model is teacher-forced on it (`captioning.export.follow_caption`), so the six rows of maps line up word by
+word. Every
 overlay is drawn on one fixed scale (`core.overlays.FixedScale`), which a legend under each gallery explains.
 The default models are the bundled ones (`captioning.bundled`, `vqa.bundled`): captioning trained on Flickr8k
 photos and on ShapesWorld scenes, VQA on DAQUAR's indoor photos and on ShapesWorld; any checkpoint of the
@@ -58,8 +62,8 @@ import skimage.data
 import torch
 from PIL import Image
 
-from captioning.bundled import CAPTION_CHECKPOINTS
-from captioning.export import CaptionOverlays, generate_caption
+from captioning.bundled import CAPTION_CHECKPOINTS, COMPARE_CHECKPOINTS
+from captioning.export import CaptionOverlays, UnknownWordsError, follow_caption, generate_caption
 from captioning.module import CaptioningModule
 from core.concentration import TOP_AREA, short_share
 from core.overlays import FixedScale
@@ -88,7 +92,7 @@ MAX_UPLOAD = "50mb"
 MAX_PIXELS = 50_000_000  # larger pictures are refused from their header, before decoding (decompression bombs)
 PICTURE_SUFFIXES = frozenset({".png", ".gif", ".jpg", ".jpeg"})  # stored in the export zip, not deflated
 EXPORT_MAX_AGE_S = 15 * 60  # an answer's files are deleted this long after (the page has its own copies)
-# Requests waiting at most, both tabs together (one of each tab runs meanwhile). One more is refused at once
+# Requests waiting at most, all tabs together (one of each tab runs meanwhile). One more is refused at once
 # with Gradio's busy message instead of queueing without bound: 64 holds 50 people waiting with one request
 # each (benchmarks/app_load.py), about half a minute's wait at the Caption tab's half a second per request.
 DEFAULT_MAX_QUEUE = 64
@@ -249,7 +253,9 @@ def chosen(models: Mapping[str, Any], name: Any) -> Any:
 
 
 class Handlers:
-    """What the two tabs do, with the models loaded once and a folder for the files each request writes.
+    """What the tabs do, with the models loaded once and a folder for the files each request writes.
+
+    `comparers` are the Compare tab's models, by the name it shows (one per score function).
 
     `examples` are the Ask tab's example rows: a model's first example question is what a user who asks it
     nothing is told to try (a model without one gets `vqa.questions.example_question`'s suggestion).
@@ -262,9 +268,11 @@ class Handlers:
         work_dir: Path,
         *,
         examples: Sequence[Example] = (),
+        comparers: Mapping[str, CaptioningModule] | None = None,
     ) -> None:
         self.captioners = dict(captioners)
         self.answerers = dict(answerers)
+        self.comparers = dict(comparers or {})
         self.exports = work_dir / "exports"
         self.suggested = {name: example_question(model.question_vocabulary) for name, model in self.answerers.items()}
         for _, name, question in reversed(examples):  # reversed: a model's first example is kept
@@ -314,6 +322,35 @@ class Handlers:
         return {answer_words(answer): probability for answer, probability in record["answers"]}, hops
 
 
+    def compare(self, upload: Upload, follow: str | None) -> list[str | Gallery]:
+        """Caption the photo with every model of the Compare tab -> [caption, [(overlay path, word)]] per model, in
+        the models' order, flattened. With a caption to `follow` (not blank) every model is teacher-forced on it
+        instead, so the maps of the same word sit in the same column for every model."""
+        if not self.comparers:
+            raise refusal("This app was started without models to compare.")
+        image, name = uploaded_image(upload)
+        follow = follow.strip() if isinstance(follow, str) else ""
+        folder = fresh_folder(self.exports) / safe_stem(name)
+        outputs: list[str | Gallery] = []
+        for number, model in enumerate(self.comparers.values(), start=1):
+            try:
+                words, weights = follow_caption(model, image, follow) if follow else generate_caption(model, image)
+            except UnknownWordsError as error:
+                unknown = ", ".join(map(repr, error.words))
+                raise refusal(
+                    f"The caption to follow has words the models do not know: {unknown}. Write it with theirs: "
+                    f"{error.known}."
+                ) from None
+            except ValueError as error:  # no word at all, or more than a caption to follow may have
+                raise refusal(f"{str(error)[0].upper()}{str(error)[1:]}.") from None
+            drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_size)
+            previews = drawn.write_previews(folder.with_name(f"{folder.name}.model_{number}"))
+            titles = [f"{word}: {short_share(share)}" for word, share in zip(words, drawn.concentration)]
+            text = " ".join(words) or "(the model ended the caption without a word)"
+            outputs += [text, [(str(path), title) for path, title in zip(previews, titles)]]
+        return outputs
+
+
 # -- the app ---------------------------------------------------------------------------------------------------
 
 
@@ -321,6 +358,7 @@ def build_app(
     *,
     caption_checkpoints: Mapping[str, Path],
     vqa_checkpoints: Mapping[str, Path],
+    compare_checkpoints: Mapping[str, Path] = COMPARE_CHECKPOINTS,
     work_dir: Path = WORK_DIR,
     max_queue: int = DEFAULT_MAX_QUEUE,
 ) -> gr.Blocks:
@@ -331,9 +369,12 @@ def build_app(
             is chosen at first.
         vqa_checkpoints: VQA checkpoints by the name the "Ask" tab's model choice shows; the first is chosen at
             first.
+        compare_checkpoints: the "Compare" tab's captioning checkpoints by the name it shows, side by side in this
+            order (by default the six bundled ShapesWorld models, one per attention score function); empty for
+            no Compare tab.
         work_dir: where the example pictures and each request's files are written (by default WORK_DIR,
             deleted at exit).
-        max_queue: requests that may wait, both tabs together; a request beyond them is refused at once with
+        max_queue: requests that may wait, all tabs together; a request beyond them is refused at once with
             a busy message (the page: "This application is currently busy. Please try again."; gradio_client:
             QueueError "Queue is full! Please try again."), so a crowd costs a bounded amount of memory.
     """
@@ -342,8 +383,9 @@ def build_app(
     if max_queue < 1:
         raise ValueError(f"max_queue must be at least 1, got {max_queue}")
     captioners, answerers = load_models(caption_checkpoints, vqa_checkpoints)
+    comparers = {name: CaptioningModule.load(path, map_location="cpu") for name, path in compare_checkpoints.items()}
     questions = question_examples(vqa_checkpoints)
-    handlers = Handlers(captioners, answerers, work_dir, examples=questions)
+    handlers = Handlers(captioners, answerers, work_dir, examples=questions, comparers=comparers)
     examples = write_examples(work_dir / "examples")
     # delete_cache: Gradio's copies of uploads and results go after an hour, so a long-running app stays small
     with gr.Blocks(title="Visual attention", analytics_enabled=False, delete_cache=(3600, 3600)) as app:
@@ -357,6 +399,9 @@ def build_app(
             _caption_tab(handlers, examples)
         with gr.Tab("Ask"):
             _ask_tab(handlers, examples, questions)
+        if comparers:
+            with gr.Tab("Compare"):
+                _compare_tab(handlers, examples)
     return app.queue(max_size=max_queue)
 
 
@@ -418,6 +463,39 @@ def _ask_tab(handlers: Handlers, examples: Mapping[str, Path], questions: Sequen
     gr.on(triggers, handlers.ask, [image, model, question], [answers, hops], api_name="ask", preprocess=False)
 
 
+def _compare_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
+    gr.Markdown(
+        "The same small ShapesWorld captioning model trained six times, once with each way of scoring attention "
+        "(`core.attention`): **additive** v^T tanh(W_h h + W_s s), **dot** s^T h, **scaled dot** s^T h / sqrt(n), "
+        "**general** s^T W h, **cosine** cos(s, h), and **location-based** W s, which never reads the image. "
+        "Give a caption to follow and every model is made to say it, so each column of maps is the same word."
+    )
+    with gr.Row():
+        image = photo_input(elem_id="compare-image")
+        with gr.Column():
+            follow = gr.Textbox(
+                label="Caption to follow (optional: blank lets each model say its own)",
+                placeholder="a small red square above a large blue circle",
+                max_lines=1,
+                elem_id="compare-follow",
+            )
+            button = gr.Button("Compare", variant="primary")
+            gr.Markdown(scale_legend(), elem_id="compare-legend")
+    outputs: list[gr.components.Component] = []
+    names = list(handlers.comparers)
+    for row in range(0, len(names), 2):
+        with gr.Row():
+            for number, name in enumerate(names[row : row + 2], start=row + 1):
+                with gr.Column():
+                    outputs.append(gr.Textbox(label=name, interactive=False, elem_id=f"compare-caption-{number}"))
+                    label = f"{name}: where it looked, word by word"
+                    outputs.append(gr.Gallery(label=label, columns=6, height=220, elem_id=f"compare-gallery-{number}"))
+    scenes = [f"scene_{i}" for i in SCENE_EXAMPLES]
+    gr.Examples([[str(examples[name])] for name in scenes + list(PHOTO_EXAMPLES[:1])], inputs=[image])
+    triggers = [button.click, follow.submit]
+    gr.on(triggers, handlers.compare, [image, follow], outputs, api_name="compare", preprocess=False)
+
+
 def launch_app(app: gr.Blocks, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, **options: Any) -> None:
     """Serve the app locally and offline: never shared, no server-side rendering (it would need Node), the
     default theme (its fonts are served by the app, none come from a font CDN), uploads up to MAX_UPLOAD.
@@ -466,7 +544,7 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         "--max-queue",
         type=int,
         default=DEFAULT_MAX_QUEUE,
-        help="requests that may wait, both tabs together; more are refused with a busy message "
+        help="requests that may wait, all tabs together; more are refused with a busy message "
         f"(default {DEFAULT_MAX_QUEUE})",
     )
     args = parser.parse_args(argv)

@@ -55,6 +55,7 @@ from core.overlays import (
 )
 from core.results import write_json_atomically
 from data.images import ImageLoadError, load_image
+from data.vocabulary import tokenize
 
 GIF_SIZE = 448  # longest side of the GIF's frames, in pixels: a GIF of full-size photos would be huge
 PREVIEW_QUALITY = 90  # JPEG quality of `CaptionOverlays.write_previews`
@@ -102,6 +103,46 @@ def generate_caption(model: CaptioningModule, image: Image.Image, beam_size: int
         inputs = model.encoder.transform()(image).unsqueeze(0).to(model.device)  # (1, 3, S, S)
         generated = model.generate(inputs, beam_size=beam_size)
     return model.caption_words(generated.tokens[0], generated.weights[0])
+
+
+class UnknownWordsError(ValueError):
+    """A caption to follow has words the model's vocabulary lacks; `words` lists them, in caption order."""
+
+    def __init__(self, words: Sequence[str], vocabulary: Sequence[str]) -> None:
+        self.words = list(words)
+        self.known = ", ".join(vocabulary)  # the words it does know, in vocabulary order
+        super().__init__(
+            f"the model does not know {', '.join(map(repr, self.words))}: write the caption with its words ({self.known})"
+        )
+
+
+def follow_caption(
+    model: CaptioningModule, image: Image.Image, caption: str, *, max_words: int = 40
+) -> tuple[list[str], Tensor]:
+    """Where the model looks at each word of a caption it is given (teacher forcing, as attention correctness is
+    measured): the caption's words and the attention row (n_words, L) with which the model would say each one.
+
+    The row of word t is computed from the words before it, as when the model speaks, so two models followed
+    on the same caption have maps that line up word by word whatever they would have said themselves.
+
+    Raises:
+        ValueError: the caption has no word (letters or digits), or more than `max_words`.
+        UnknownWordsError: some words are not in the model's vocabulary (it has no embedding for them).
+    """
+    words = tokenize(caption)
+    if not words:
+        raise ValueError("the caption to follow is empty: type the words the models should follow")
+    if len(words) > max_words:
+        raise ValueError(f"the caption to follow has {len(words)} words; shorten it to at most {max_words}")
+    vocabulary = model.vocabulary
+    unknown = list(dict.fromkeys(word for word in words if word not in vocabulary))
+    if unknown:
+        raise UnknownWordsError(unknown, [t for t in vocabulary.tokens if t not in vocabulary.SPECIALS])
+    ids = torch.tensor([[vocabulary.start_id, *(vocabulary.index(word) for word in words)]], device=model.device)
+    with torch.inference_mode():
+        inputs = model.encoder.transform()(image).unsqueeze(0).to(model.device)  # (1, 3, S, S)
+        forced = model.decoder(model.features(inputs), ids, model.attention.inference_read())  # <start> w1 .. wn
+    return words, forced.weights[0, : len(words)]  # (n_words, L); the last input's row, for <end>, is left out
 
 
 def write_caption_overlays(

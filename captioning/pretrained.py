@@ -23,7 +23,7 @@ import torch
 from PIL import Image
 from torch import Tensor
 
-from captioning.bundled import MODELS
+from captioning.bundled import MODELS, SCORE_MODELS
 from captioning.export import CaptionOverlays
 from captioning.module import CaptioningModule
 from core.overlays import DisplayScale, FixedScale
@@ -93,7 +93,7 @@ class Captioner:
         Raises:
             core.pretrained.UnknownModelError: no bundled model has that name (the message lists those there are).
         """
-        metadata = find_model(MODELS, name)
+        metadata = find_model(cls.available(), name)
         model = CaptioningModule.load(metadata.file, map_location=device)
         return cls(model=model, batch_size=batch_size, metadata=metadata)
 
@@ -105,8 +105,10 @@ class Captioner:
 
     @staticmethod
     def available() -> dict[str, PretrainedModel]:
-        """The bundled models by name, with their data, test scores, training commands, licence, encoder and grid."""
-        return dict(MODELS)
+        """The bundled models by name, with their data, test scores, training commands, licence, encoder and grid:
+        the four of `captioning.bundled.MODELS`, then the six small ShapesWorld ones of `SCORE_MODELS`, one per
+        attention score function."""
+        return {**MODELS, **SCORE_MODELS}
 
     @overload
     def caption(self, image: ImageInput, *, beam_size: int | None = None) -> Caption: ...

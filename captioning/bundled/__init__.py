@@ -152,3 +152,58 @@ read by expectation."""
 
 CAPTION_CHECKPOINTS: dict[str, Path] = {model.title: model.file for model in MODELS.values()}
 """The bundled captioning models by the name the demo app shows, the real-photo ones first."""
+
+
+def _score_model(key: str, score: str, title: str, metrics: dict[str, float]) -> PretrainedModel:
+    """The record of the small ShapesWorld model trained with the score class `score` (`core.attention`)."""
+    run = f"runs/shapes_compare/{key}"
+    return PretrainedModel(
+        name=f"shapes-{key}",
+        title=title,
+        file=_HERE / f"shapes_{key}.ckpt",
+        data="ShapesWorld: 4000 generated scenes of 1-4 coloured shapes, with their captions (seed 0)",
+        metrics=metrics,
+        evaluated_on="ShapesWorld test split, 500 scenes, 5 references each; beam 3",
+        commands=(
+            (
+                "python -m captioning fit --config configs/captioning/shapes_soft.yaml --config "
+                f"configs/captioning/shapes_compare.yaml --model.score core.attention.{score} "
+                f"--trainer.default_root_dir {run}"
+            ),
+            f"python -m captioning.bundle {run}/logs/version_0/checkpoints/best.ckpt captioning/bundled/shapes_{key}.ckpt",
+        ),
+        licence=_SHAPES_OWN_LICENCE,
+        encoder="LocalCNN trained with the model, 112 px",
+        grid=14,
+    )
+
+
+SCORE_MODELS: dict[str, PretrainedModel] = {
+    model.name: model
+    for model in (
+        _score_model(
+            "additive", "AdditiveScore", "additive", {"BLEU-4": 87.46, "attention correctness": 81.56}
+        ),
+        _score_model(
+            "dot", "DotScore", "dot product", {"BLEU-4": 85.17, "attention correctness": 70.12}
+        ),
+        _score_model(
+            "scaled-dot", "ScaledDotScore", "scaled dot product", {"BLEU-4": 89.78, "attention correctness": 71.19}
+        ),
+        _score_model(
+            "general", "GeneralScore", "general", {"BLEU-4": 86.10, "attention correctness": 58.57}
+        ),
+        _score_model(
+            "cosine", "CosineScore", "cosine (content-based)", {"BLEU-4": 80.32, "attention correctness": 12.83}
+        ),
+        _score_model(
+            "location", "LocationScore", "location-based", {"BLEU-4": 79.31, "attention correctness": 19.12}
+        ),
+    )
+}
+"""One small ShapesWorld soft-attention model per score function of `core.attention`, the same data, config
+(`configs/captioning/shapes_compare.yaml`) and schedule for all, for the demo app's Compare tab and
+`Captioner.from_pretrained`: what differs between their captions and maps is the score function alone."""
+
+COMPARE_CHECKPOINTS: dict[str, Path] = {model.title: model.file for model in SCORE_MODELS.values()}
+"""The score-function models by the name the demo app's Compare tab shows."""

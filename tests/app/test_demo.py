@@ -46,15 +46,6 @@ from data.shapes_scene import generate_split_scene, render_scene
 from vqa.answers import answer_words
 from vqa.bundled import DAQUAR_SAN, SHAPES_SAN, VQA_CHECKPOINTS
 
-CHROMIUM = Path("/usr/bin/chromium")
-# Chromium's flags for a sandbox-less, offline container: no background fetches of its own.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SPECIALS = {"<pad>", "<start>", "<end>", "<unk>"}
 SHAPES_VQA = next(name for name, path in VQA_CHECKPOINTS.items() if path == SHAPES_SAN)  # the questions below are
 # about shapes and colours, in its words
@@ -560,19 +551,6 @@ def test_a_full_queue_refuses_a_request_with_a_busy_error_and_answers_the_others
 
 
 # -- a real browser -------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not CHROMIUM.exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}: install Debian's with `apt-get install -y chromium`")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e '.[dev]'")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 def open_and_upload(browser: Any, url: str, photo: Path, outside: list[str]) -> Any:

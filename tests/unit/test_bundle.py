@@ -10,7 +10,7 @@ import pytest
 import torch
 from PIL import Image
 
-from captioning.bundled import CAPTION_CHECKPOINTS, FLICKR8K_SOFT, SHAPES_SOFT
+from captioning.bundled import CAPTION_CHECKPOINTS, COMPARE_CHECKPOINTS, FLICKR8K_SOFT, SHAPES_SOFT
 from captioning.module import CaptioningModule
 from core import bundle as core_bundle
 from core.checkpoints import ENCODER_FROM_PACKAGE, ENCODER_WEIGHTS, read_checkpoint
@@ -18,8 +18,9 @@ from data.shapes_scene import generate_split_scene, render_scene
 from vqa.bundled import VQA_CHECKPOINTS
 from vqa.module import VqaModule
 
-BUNDLED = (*CAPTION_CHECKPOINTS.values(), *VQA_CHECKPOINTS.values())
+BUNDLED = (*CAPTION_CHECKPOINTS.values(), *VQA_CHECKPOINTS.values(), *COMPARE_CHECKPOINTS.values())
 MAX_BYTES = 25 * 2**20  # each bundled model at most 25 MB, so the package stays small enough to install anywhere
+MAX_COMPARE_BYTES = 2 * 10**6  # each of the Compare tab's six models at most 2 MB
 SPECIALS = {"<pad>", "<start>", "<end>", "<unk>"}
 # A caption that stops on one of these was cut off, not ended: "a dog runs through the".
 DANGLING = {"a", "an", "the", "of", "on", "in", "with", "and", "to", "at", "its", "his", "her", "their", "is", "are"}
@@ -54,6 +55,8 @@ def soft_model() -> CaptioningModule:
 @pytest.mark.parametrize("path", BUNDLED, ids=lambda p: p.name)
 def test_bundled_checkpoints_are_small_float16_and_leave_a_pretrained_encoder_to_its_package(path: Path):
     assert path.is_file() and path.stat().st_size <= MAX_BYTES
+    if path in COMPARE_CHECKPOINTS.values():
+        assert path.stat().st_size <= MAX_COMPARE_BYTES
     checkpoint = read_checkpoint(path)
     state = checkpoint["state_dict"]
     encoder = [name for name in state if name.startswith("encoder.")]
@@ -72,15 +75,15 @@ def scenes() -> dict[str, Image.Image]:
     return {f"scene_{i}": render_scene(generate_split_scene(0, "test", i), 224) for i in range(3)}
 
 
-@pytest.mark.parametrize("name", list(CAPTION_CHECKPOINTS))
+@pytest.mark.parametrize("name", [*CAPTION_CHECKPOINTS, *COMPARE_CHECKPOINTS])
 @pytest.mark.slow
 def test_every_bundled_captioning_model_captions_in_its_own_words_and_ends_properly(name, photos, scenes):
-    """The real-photo models on scikit-image's photos; the ShapesWorld ones on scenes (on a photo they ramble
-    in shape words until the length cap, which is no fault of theirs)."""
-    model = CaptioningModule.load(CAPTION_CHECKPOINTS[name])
+    """The real-photo models on scikit-image's photos; the ShapesWorld ones (the Compare tab's six too) on scenes
+    (on a photo they ramble in shape words until the length cap, which is no fault of theirs)."""
+    model = CaptioningModule.load({**CAPTION_CHECKPOINTS, **COMPARE_CHECKPOINTS}[name])
     assert not model.training and all(p.dtype == torch.float32 for p in model.parameters())
     words_known = set(model.vocabulary.tokens) - SPECIALS
-    pictures = scenes if name.startswith("ShapesWorld") else photos
+    pictures = photos if name.startswith("Flickr8k") else scenes
     transform = model.encoder.transform()
     inputs = torch.stack([transform(picture) for picture in pictures.values()])  # (3, 3, S, S)
     with torch.inference_mode():

@@ -16,7 +16,7 @@ from PIL import Image
 import captioning.export
 import vqa.export
 from captioning import Captioner
-from captioning.bundled import CAPTION_CHECKPOINTS, SHAPES_SOFT
+from captioning.bundled import CAPTION_CHECKPOINTS, SCORE_MODELS, SHAPES_SOFT
 from captioning.bundled import MODELS as CAPTION_MODELS
 from core.checkpoints import read_checkpoint
 from core.pretrained import UnknownModelError, metrics_table
@@ -59,7 +59,10 @@ def test_an_unknown_name_lists_the_bundled_ones():
 
 
 def test_available_models_carry_their_metadata_and_match_their_files():
-    assert list(Captioner.available()) == ["flickr8k-soft", "flickr8k-hard", "shapes-soft", "shapes-hard"]
+    assert list(Captioner.available()) == [
+        "flickr8k-soft", "flickr8k-hard", "shapes-soft", "shapes-hard",
+        "shapes-additive", "shapes-dot", "shapes-scaled-dot", "shapes-general", "shapes-cosine", "shapes-location",
+    ]  # fmt: skip
     assert list(Answerer.available()) == ["daquar-san", "shapes-san"]
     # the app's model choices are the registry's, under the names the app has always shown
     assert list(CAPTION_CHECKPOINTS) == ["Flickr8k soft", "Flickr8k hard", "ShapesWorld soft", "ShapesWorld hard"]
@@ -86,6 +89,7 @@ def test_the_model_card_and_the_readme_show_the_registry_figures():
     card = (ROOT / "docs" / "model-card.md").read_text(encoding="utf-8")
     assert metrics_table(list(CAPTION_MODELS.values())) in card
     assert metrics_table(list(VQA_MODELS.values())) in card
+    assert metrics_table(list(SCORE_MODELS.values())) in card  # the Compare tab's six
     # the README's results table rounds the bundled Flickr8k rows to its own digits
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for label, name in (("**ours, soft, bundled**", "flickr8k-soft"), ("**ours, hard, bundled**", "flickr8k-hard")):

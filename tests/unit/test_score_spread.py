@@ -1,0 +1,54 @@
+"""`benchmarks/score_functions.py spread`, the measurement behind docs/attention.md's reading of the score functions,
+against the formulas it illustrates: for query and key entries that are independent standard normals of size n,
+the dot score s^T h has standard deviation sqrt(n), the scaled one 1, the cosine about 1/sqrt(n); and a softmax of
+L normal scores of standard deviation sigma has entropy close to ln L - sigma^2 / 2 (when sigma is small enough
+that no cell takes most of the weight), so only the scaled score keeps the same spread of attention at every size."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from core.attention import Attention, CosineScore
+
+
+@pytest.fixture(scope="module")
+def rows(score_functions) -> list[dict]:
+    return score_functions.random_spread(draws=400)
+
+
+def test_the_dot_scores_spread_grows_as_the_root_of_the_size_and_scaling_undoes_it(
+    rows,
+):
+    assert [row["n"] for row in rows] == [16, 64, 128, 256, 512, 1024]
+    for row in rows:
+        n = row["n"]
+        assert row["dot std"] == pytest.approx(math.sqrt(n), rel=0.03)
+        assert row["scaled dot std"] == pytest.approx(1.0, rel=0.03)
+        assert row["cosine std"] == pytest.approx(1 / math.sqrt(n), rel=0.06)
+
+
+def test_only_the_scaled_score_keeps_the_softmax_equally_spread_at_every_size(rows):
+    uniform = math.log(196)
+    for row in rows:
+        assert row["scaled dot entropy"] == pytest.approx(uniform - 0.5, abs=0.05)  # sigma = 1
+        assert row["cosine entropy"] == pytest.approx(uniform - 1 / (2 * row["n"]), abs=0.05)  # nearly uniform
+    dot = [row["dot entropy"] for row in rows]
+    assert dot == sorted(dot, reverse=True) and dot[-1] < 0.25  # the larger n, the nearer one-hot
+
+
+def test_a_cosine_score_caps_the_weight_of_one_cell_whatever_the_vectors():
+    """Cosine scores lie in [-1, 1], so the softmax gives one cell at most e / (e + (L - 1) / e): 3.65% of 196 cells,
+    against 0.51% for uniform attention. The best case, the query equal to one key and opposite to all the others,
+    reaches it exactly; no training can make the map sharper without a temperature."""
+    cells, size = 196, 8
+    query = torch.randn(1, size)
+    keys = torch.cat([query, -query.expand(cells - 1, -1)]).unsqueeze(0)  # (1, L, n)
+    attention = Attention(score=CosineScore(query_dim=size, key_dim=size, attention_dim=size, num_locations=cells))
+    weights = attention.weights(query, attention.prepare(keys))  # (1, L)
+    bound = math.e / (math.e + (cells - 1) / math.e)
+    assert weights.max().item() == pytest.approx(bound, rel=1e-5) and bound == pytest.approx(0.0365, abs=1e-4)
+    random_keys = torch.randn(1, cells, size)
+    assert attention.weights(query, attention.prepare(random_keys)).max().item() <= bound
