@@ -178,28 +178,18 @@ def _score_model(key: str, score: str, title: str, metrics: dict[str, float]) ->
     )
 
 
+_SCORES = (  # (file and model name, `core.attention` class, title in the app, test BLEU-4, attention correctness)
+    ("additive", "AdditiveScore", "additive", 87.46, 81.56),
+    ("dot", "DotScore", "dot product", 85.17, 70.12),
+    ("scaled-dot", "ScaledDotScore", "scaled dot product", 89.78, 71.19),
+    ("general", "GeneralScore", "general", 86.10, 58.57),
+    ("cosine", "CosineScore", "cosine (content-based)", 80.32, 12.83),
+    ("location", "LocationScore", "location-based", 79.31, 19.12),
+)
+
 SCORE_MODELS: dict[str, PretrainedModel] = {
-    model.name: model
-    for model in (
-        _score_model(
-            "additive", "AdditiveScore", "additive", {"BLEU-4": 87.46, "attention correctness": 81.56}
-        ),
-        _score_model(
-            "dot", "DotScore", "dot product", {"BLEU-4": 85.17, "attention correctness": 70.12}
-        ),
-        _score_model(
-            "scaled-dot", "ScaledDotScore", "scaled dot product", {"BLEU-4": 89.78, "attention correctness": 71.19}
-        ),
-        _score_model(
-            "general", "GeneralScore", "general", {"BLEU-4": 86.10, "attention correctness": 58.57}
-        ),
-        _score_model(
-            "cosine", "CosineScore", "cosine (content-based)", {"BLEU-4": 80.32, "attention correctness": 12.83}
-        ),
-        _score_model(
-            "location", "LocationScore", "location-based", {"BLEU-4": 79.31, "attention correctness": 19.12}
-        ),
-    )
+    f"shapes-{key}": _score_model(key, score, title, {"BLEU-4": bleu, "attention correctness": correctness})
+    for key, score, title, bleu, correctness in _SCORES
 }
 """One small ShapesWorld soft-attention model per score function of `core.attention`, the same data, config
 (`configs/captioning/shapes_compare.yaml`) and schedule for all, for the demo app's Compare tab and
