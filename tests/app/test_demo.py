@@ -413,7 +413,7 @@ def test_the_galleries_explain_the_colour_scale(served):
     """Under each gallery, a legend says what the colours and the titles' percentages mean."""
     blocks = served[0].blocks.values()
     legends = [block.value for block in blocks if isinstance(block, gr.Markdown) and "uniform" in block.value]
-    assert len(legends) == 2  # the Caption tab's and the Ask tab's
+    assert len(legends) == 3  # the Caption tab's, the Ask tab's and the Compare tab's
     for legend in legends:
         assert "1 = uniform attention" in legend and "brighter = more attention than uniform" in legend
         assert "the same for every word" in legend and "8x uniform" in legend and "on top 5%" in legend
