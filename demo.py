@@ -252,6 +252,15 @@ def chosen(models: Mapping[str, Any], name: Any) -> Any:
     return model
 
 
+def caption_gallery(drawn: CaptionOverlays, words: Sequence[str], folder: Path) -> tuple[str, Gallery]:
+    """A caption as a page shows it: its text, and its overlays' JPEG previews written into `folder`, each titled
+    with its word and how concentrated its attention is ("circle: 62% on top 5%")."""
+    previews = drawn.write_previews(folder)
+    titles = [f"{word}: {short_share(share)}" for word, share in zip(words, drawn.concentration)]
+    text = " ".join(words) or "(the model ended the caption without a word)"
+    return text, [(str(path), title) for path, title in zip(previews, titles)]
+
+
 class Handlers:
     """What the tabs do, with the models loaded once and a folder for the files each request writes.
 
@@ -290,10 +299,7 @@ class Handlers:
         words, weights = generate_caption(model, image, width)
         drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_size)
         # a "." is never in safe_stem's names, so this folder cannot be the export folder itself
-        previews = drawn.write_previews(folder.with_name(f"{folder.name}.gallery"))
-        text = " ".join(words) or "(the model ended the caption without a word)"
-        titles = [f"{word}: {short_share(share)}" for word, share in zip(words, drawn.concentration)]
-        overlays = [(str(path), title) for path, title in zip(previews, titles)]
+        text, overlays = caption_gallery(drawn, words, folder.with_name(f"{folder.name}.gallery"))
         yield text, overlays, None
         drawn.write(folder, source=name, parallel=False)  # one core stays free to serve the gallery meanwhile
         yield text, overlays, str(zip_folder(folder, folder.parent / f"{folder.name}_attention.zip"))
@@ -321,7 +327,6 @@ class Handlers:
         ]
         return {answer_words(answer): probability for answer, probability in record["answers"]}, hops
 
-
     def compare(self, upload: Upload, follow: str | None) -> list[str | Gallery]:
         """Caption the photo with every model of the Compare tab -> [caption, [(overlay path, word)]] per model, in
         the models' order, flattened. With a caption to `follow` (not blank) every model is teacher-forced on it
@@ -344,10 +349,7 @@ class Handlers:
             except ValueError as error:  # no word at all, or more than a caption to follow may have
                 raise refusal(f"{str(error)[0].upper()}{str(error)[1:]}.") from None
             drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_size)
-            previews = drawn.write_previews(folder.with_name(f"{folder.name}.model_{number}"))
-            titles = [f"{word}: {short_share(share)}" for word, share in zip(words, drawn.concentration)]
-            text = " ".join(words) or "(the model ended the caption without a word)"
-            outputs += [text, [(str(path), title) for path, title in zip(previews, titles)]]
+            outputs += caption_gallery(drawn, words, folder.with_name(f"{folder.name}.model_{number}"))
         return outputs
 
 

@@ -97,11 +97,15 @@ def export_caption(
     )
 
 
+def model_input(model: CaptioningModule, image: Image.Image) -> Tensor:
+    """One photo as the model's encoder reads it: (1, 3, S, S) on the model's device."""
+    return model.encoder.transform()(image).unsqueeze(0).to(model.device)
+
+
 def generate_caption(model: CaptioningModule, image: Image.Image, beam_size: int = 3) -> tuple[list[str], Tensor]:
     """Caption one photo with beam search: its words and the attention row (n_words, L) of each."""
     with torch.inference_mode():
-        inputs = model.encoder.transform()(image).unsqueeze(0).to(model.device)  # (1, 3, S, S)
-        generated = model.generate(inputs, beam_size=beam_size)
+        generated = model.generate(model_input(model, image), beam_size=beam_size)
     return model.caption_words(generated.tokens[0], generated.weights[0])
 
 
@@ -140,8 +144,8 @@ def follow_caption(
         raise UnknownWordsError(unknown, [t for t in vocabulary.tokens if t not in vocabulary.SPECIALS])
     ids = torch.tensor([[vocabulary.start_id, *(vocabulary.index(word) for word in words)]], device=model.device)
     with torch.inference_mode():
-        inputs = model.encoder.transform()(image).unsqueeze(0).to(model.device)  # (1, 3, S, S)
-        forced = model.decoder(model.features(inputs), ids, model.attention.inference_read())  # <start> w1 .. wn
+        features = model.features(model_input(model, image))  # (1, L, D)
+        forced = model.decoder(features, ids, model.attention.inference_read())  # inputs <start> w1 .. wn
     return words, forced.weights[0, : len(words)]  # (n_words, L); the last input's row, for <end>, is left out
 
 
