@@ -200,7 +200,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         for index, answer in zip(batch["index"].tolist(), self._predicted(out)):
             self._answers[index] = answer
         self._collect_correctness(out.weights, batch)
-        hop_entropy = map_entropy(out.weights.float()).mean(dim=0)  # (K,) the mean over the batch's questions
+        hop_entropy = map_entropy(out.weights).mean(dim=0)  # (K,) the mean over the batch's questions
         for k, value in enumerate(hop_entropy, start=1):
             self.log(f"{stage}/attention_entropy/hop{k}", value, batch_size=len(batch["length"]), sync_dist=True)
 

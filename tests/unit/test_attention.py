@@ -12,6 +12,7 @@ from core.attention import (
     CosineScore,
     DotScore,
     GeneralScore,
+    KeyStrengthCosineScore,
     LocationScore,
     ScaledDotScore,
     Score,
@@ -42,6 +43,15 @@ def test_scaled_dot_score_by_hand():
 def test_cosine_score_by_hand():
     ns = math.sqrt(5)
     assert scores(build(CosineScore)) == pytest.approx([3 / (ns * 3), 3 / (ns * math.sqrt(2)), -4 / (ns * 2)])
+
+
+def test_key_strength_cosine_score_by_hand():
+    score = build(KeyStrengthCosineScore)
+    with torch.no_grad():
+        score.strength.weight.copy_(torch.tensor([[1.0, 0.0]]))  # w^T s = 1
+        score.strength.bias.zero_()
+    beta, ns = 1 + math.log(1 + math.e), math.sqrt(5)  # 1 + softplus(1)
+    assert scores(score) == pytest.approx([beta * x for x in (3 / (ns * 3), 3 / (ns * math.sqrt(2)), -4 / (ns * 2))])
 
 
 def test_general_score_by_hand():
@@ -79,14 +89,23 @@ def test_location_score_rejects_other_grid_sizes():
         build(LocationScore).project_keys(torch.zeros(1, 4, 2))
 
 
-@pytest.mark.parametrize("cls", [DotScore, ScaledDotScore, CosineScore])
+@pytest.mark.parametrize("cls", [DotScore, ScaledDotScore, CosineScore, KeyStrengthCosineScore])
 def test_direct_scores_map_keys_into_query_space_when_sizes_differ(cls):
     score = build(cls, key_dim=5, query_dim=2)
     assert score.project_keys(torch.randn(4, 3, 5)).shape == (4, 3, 2)
     assert score(torch.randn(4, 2), score.project_keys(torch.randn(4, 3, 5))).shape == (4, 3)
 
 
-ALL_SCORES = [AdditiveScore, FastAdditiveScore, DotScore, ScaledDotScore, CosineScore, GeneralScore, LocationScore]
+ALL_SCORES = [
+    AdditiveScore,
+    FastAdditiveScore,
+    DotScore,
+    ScaledDotScore,
+    CosineScore,
+    KeyStrengthCosineScore,
+    GeneralScore,
+    LocationScore,
+]
 
 
 @pytest.mark.parametrize("cls", ALL_SCORES)
@@ -153,6 +172,7 @@ KEY_FORMULAS = {
     DotScore: lambda m, h: m.key_map.weight @ h,  # W_k h (D != Q)
     ScaledDotScore: lambda m, h: m.key_map.weight @ h,
     CosineScore: lambda m, h: m.key_map.weight @ h / (m.key_map.weight @ h).norm(),  # W_k h / |W_k h|
+    KeyStrengthCosineScore: lambda m, h: m.key_map.weight @ h / (m.key_map.weight @ h).norm(),
     GeneralScore: lambda m, h: m.weight.weight @ h,  # W h
     LocationScore: lambda m, h: h[:0],  # nothing: the image is not read
 }
@@ -171,6 +191,9 @@ SCORE_FORMULAS = {
     # s^T W_k h / sqrt(Q): the scale is the size of the two vectors multiplied, s and W_k h, both of size Q
     ScaledDotScore: lambda m, s, h: s @ (m.key_map.weight @ h) / math.sqrt(Q),
     CosineScore: lambda m, s, h: s @ (m.key_map.weight @ h) / (s.norm() * (m.key_map.weight @ h).norm()),
+    # (1 + softplus(w^T s + b)) cos(s, W_k h)
+    KeyStrengthCosineScore: lambda m, s, h: (1 + torch.log1p(torch.exp(m.strength.weight[0] @ s + m.strength.bias[0])))
+    * (s @ (m.key_map.weight @ h) / (s.norm() * (m.key_map.weight @ h).norm())),
     GeneralScore: lambda m, s, h: s @ (m.weight.weight @ h),  # s^T W h
 }
 
@@ -219,3 +242,17 @@ def test_map_entropy_by_hand():
     weights = torch.tensor([[0.25, 0.25, 0.25, 0.25], [1.0, 0.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0]])
     expected = torch.tensor([math.log(4), 0.0, math.log(2)])  # uniform: ln L; one cell: 0; two cells: ln 2
     torch.testing.assert_close(map_entropy(weights), expected)
+
+
+def test_map_entropy_of_bfloat16_maps_is_computed_in_float32():
+    """A model under bfloat16 autocast hands over bfloat16 maps; their entropy must not be rounded to bfloat16's
+    3 digits (near-uniform maps over 49 cells would all read 3.890625, and so would their mean)."""
+    from core.attention import map_entropy
+
+    torch.manual_seed(0)
+    weights = torch.softmax(0.05 * torch.randn(64, 49), dim=-1).bfloat16()  # (64, 49) near uniform
+    entropy = map_entropy(weights)
+    assert entropy.dtype == torch.float32
+    exact = -(weights.double() * weights.double().log()).sum(-1)
+    torch.testing.assert_close(entropy.double(), exact, rtol=0, atol=1e-5)
+    assert len(set(entropy.tolist())) > 1  # in bfloat16 every one of them is 3.890625

@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from core.attention import Attention, CosineScore
+from core.attention import Attention, CosineScore, KeyStrengthCosineScore
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +52,19 @@ def test_a_cosine_score_caps_the_weight_of_one_cell_whatever_the_vectors():
     assert weights.max().item() == pytest.approx(bound, rel=1e-5) and bound == pytest.approx(0.0365, abs=1e-4)
     random_keys = torch.randn(1, cells, size)
     assert attention.weights(query, attention.prepare(random_keys)).max().item() <= bound
+
+
+def test_the_key_strength_lifts_the_cosines_cap():
+    """Graves' key strength beta multiplies the cosine, so the same best case gives the one cell
+    e^beta / (e^beta + (L - 1) / e^beta): past the bare cosine's cap as soon as beta > 1."""
+    cells, size = 196, 8
+    query = torch.randn(1, size)
+    keys = torch.cat([query, -query.expand(cells - 1, -1)]).unsqueeze(0)  # (1, L, n)
+    score = KeyStrengthCosineScore(query_dim=size, key_dim=size, attention_dim=size, num_locations=cells)
+    with torch.no_grad():
+        score.strength.weight.zero_()
+        score.strength.bias.fill_(math.log(math.e**4 - 1))  # softplus = 4: beta = 5
+    attention = Attention(score=score)
+    top = attention.weights(query, attention.prepare(keys)).max().item()
+    assert top == pytest.approx(math.exp(5) / (math.exp(5) + (cells - 1) / math.exp(5)), rel=1e-5)
+    assert top > 0.99  # against 0.0365 without it
