@@ -172,7 +172,7 @@ KEY_FORMULAS = {
     DotScore: lambda m, h: m.key_map.weight @ h,  # W_k h (D != Q)
     ScaledDotScore: lambda m, h: m.key_map.weight @ h,
     CosineScore: lambda m, h: m.key_map.weight @ h / (m.key_map.weight @ h).norm(),  # W_k h / |W_k h|
-    KeyStrengthCosineScore: lambda m, h: m.key_map.weight @ h / (m.key_map.weight @ h).norm(),
+    KeyStrengthCosineScore: lambda m, h: m.key_map.weight @ h / (m.key_map.weight @ h).norm(),  # as cosine
     GeneralScore: lambda m, h: m.weight.weight @ h,  # W h
     LocationScore: lambda m, h: h[:0],  # nothing: the image is not read
 }
@@ -183,6 +183,11 @@ def _additive(m: Score, s: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     return m.v.weight[0] @ torch.tanh(m.key_proj.weight @ h + m.key_proj.bias + m.query_proj.weight @ s)
 
 
+def _cosine(m: Score, s: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    # cos(s, W_k h)
+    return s @ (m.key_map.weight @ h) / (s.norm() * (m.key_map.weight @ h).norm())
+
+
 # each score of query s (Q,) against annotation vector h (D,), from the layer's weights
 SCORE_FORMULAS = {
     AdditiveScore: _additive,
@@ -190,10 +195,10 @@ SCORE_FORMULAS = {
     DotScore: lambda m, s, h: s @ (m.key_map.weight @ h),  # s^T W_k h
     # s^T W_k h / sqrt(Q): the scale is the size of the two vectors multiplied, s and W_k h, both of size Q
     ScaledDotScore: lambda m, s, h: s @ (m.key_map.weight @ h) / math.sqrt(Q),
-    CosineScore: lambda m, s, h: s @ (m.key_map.weight @ h) / (s.norm() * (m.key_map.weight @ h).norm()),
+    CosineScore: _cosine,
     # (1 + softplus(w^T s + b)) cos(s, W_k h)
     KeyStrengthCosineScore: lambda m, s, h: (1 + torch.log1p(torch.exp(m.strength.weight[0] @ s + m.strength.bias[0])))
-    * (s @ (m.key_map.weight @ h) / (s.norm() * (m.key_map.weight @ h).norm())),
+    * _cosine(m, s, h),
     GeneralScore: lambda m, s, h: s @ (m.weight.weight @ h),  # s^T W h
 }
 

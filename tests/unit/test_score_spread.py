@@ -39,13 +39,18 @@ def test_only_the_scaled_score_keeps_the_softmax_equally_spread_at_every_size(ro
     assert dot == sorted(dot, reverse=True) and dot[-1] < 0.25  # the larger n, the nearer one-hot
 
 
+def best_case(cells: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A query (1, n) and keys (1, L, n): the query equal to the first key and opposite to all the others."""
+    query = torch.randn(1, size)
+    return query, torch.cat([query, -query.expand(cells - 1, -1)]).unsqueeze(0)
+
+
 def test_a_cosine_score_caps_the_weight_of_one_cell_whatever_the_vectors():
     """Cosine scores lie in [-1, 1], so the softmax gives one cell at most e / (e + (L - 1) / e): 3.65% of 196 cells,
     against 0.51% for uniform attention. The best case, the query equal to one key and opposite to all the others,
     reaches it exactly; no training can make the map sharper without a temperature."""
     cells, size = 196, 8
-    query = torch.randn(1, size)
-    keys = torch.cat([query, -query.expand(cells - 1, -1)]).unsqueeze(0)  # (1, L, n)
+    query, keys = best_case(cells, size)
     attention = Attention(score=CosineScore(query_dim=size, key_dim=size, attention_dim=size, num_locations=cells))
     weights = attention.weights(query, attention.prepare(keys))  # (1, L)
     bound = math.e / (math.e + (cells - 1) / math.e)
@@ -58,8 +63,7 @@ def test_the_key_strength_lifts_the_cosines_cap():
     """Graves' key strength beta multiplies the cosine, so the same best case gives the one cell
     e^beta / (e^beta + (L - 1) / e^beta): past the bare cosine's cap as soon as beta > 1."""
     cells, size = 196, 8
-    query = torch.randn(1, size)
-    keys = torch.cat([query, -query.expand(cells - 1, -1)]).unsqueeze(0)  # (1, L, n)
+    query, keys = best_case(cells, size)
     score = KeyStrengthCosineScore(query_dim=size, key_dim=size, attention_dim=size, num_locations=cells)
     with torch.no_grad():
         score.strength.weight.zero_()
