@@ -61,11 +61,20 @@ def _read_given(weights: Tensor, query: Tensor, regions: Tensor, prepared: Any) 
 
 
 class GroundTruthHops(L.Callback):
-    """Before every step, sets each hop of `pl_module.san` to read its ground-truth map for the batch."""
+    """Before every step, sets the first `given` hops of `pl_module.san` (all of them when None) to read their
+    ground-truth maps for the batch; the hops after them compute their own.
 
-    @staticmethod
-    def _give(pl_module: Any, batch: dict) -> None:
-        hops = pl_module.san.hops
+    `given=1` measures whether the second hop can learn to find "the object to the left of the square" once the
+    first hop is on the square: what is left of the gap then lies with the first hop.
+    """
+
+    def __init__(self, *, given: int | None = None) -> None:
+        if given is not None and given < 1:
+            raise ValueError(f"given must be at least 1 (or None for every hop), got {given}")
+        self.given = given
+
+    def _give(self, pl_module: Any, batch: dict) -> None:
+        hops = pl_module.san.hops[: self.given]
         grid = pl_module.encoder.grid_size
         maps = ground_truth_maps(batch["regions"].cpu(), batch["region_count"].cpu(), grid=grid, hops=len(hops))
         for k, hop in enumerate(hops):

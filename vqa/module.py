@@ -60,8 +60,14 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         coordinates: append each region's grid position to its vector (see `StackedAttention`).
         separate_hops: the classifier reads each hop's context side by side instead of their sum (see
             `StackedAttention`).
+        read_positions: append each region's grid position after its projection, so every hop's read carries
+            the exact place it looked to the next hop and the classifier (see `StackedAttention`).
         question_dropout: dropout on the question vector where the answer classifier reads it (0, the paper's,
             for none; see `StackedAttention`).
+        entropy_weight: weight of the hops' mean attention entropy (nats) added to the loss (0, the paper's, for
+            none): a sharpness regulariser, as `SoftAttention(entropy_weight=...)` in captioning. A map spread over
+            the whole grid reads an average that still answers "is there a red square?"; "the object to the left
+            of the square" needs hop 1 on the square, so that the place it read is the square's.
         fast_path: run the attention score's CPU speed-up (`core.fast_path`; the same values, faster); false runs
             the plain score of `core.attention`. Checkpoints load either way.
         targets: what the classifier is trained towards: `SoftScores` (default) or `MajorityAnswer`.
@@ -88,7 +94,9 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         feature_dropout: float = 0.0,
         coordinates: bool = False,
         separate_hops: bool = False,
+        read_positions: bool = False,
         question_dropout: float = 0.0,
+        entropy_weight: float = 0.0,
         fast_path: bool = True,
         targets: type[AnswerTargets] = SoftScores,
         learning_rate: float = 1e-3,
@@ -97,6 +105,8 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         max_question_length: int = 30,
     ) -> None:
         super().__init__()
+        if entropy_weight < 0:
+            raise ValueError(f"entropy_weight must be at least 0, got {entropy_weight}")
         self.encoder = encoder if encoder is not None else EfficientNetLite()
         self.save_hyperparameters(ignore=["encoder"])  # a module: kept as a plain config below
         self.hparams.update(plain_hyperparameters(
@@ -149,6 +159,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
             feature_dropout=h.feature_dropout,
             coordinates=h.coordinates,
             separate_hops=h.separate_hops,
+            read_positions=h.read_positions,
             question_dropout=h.question_dropout,
             fast_path=h.fast_path,
         )
@@ -186,6 +197,8 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
     def _step(self, batch: dict, stage: str) -> tuple[Tensor, SanOutput]:
         out = self(batch["inputs"], batch["question"], batch["length"])
         loss = self.targets.loss(out.logits, batch["targets"])
+        if self.hparams.entropy_weight > 0:
+            loss = loss + self.hparams.entropy_weight * map_entropy(out.weights).mean()  # over questions and hops
         if not torch.isfinite(loss):
             raise FloatingPointError(f"{stage} loss became {loss.item()}; stopping (last good checkpoint kept)")
         training = stage == "train"

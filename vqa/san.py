@@ -59,6 +59,12 @@ class StackedAttention(nn.Module):
             of their sum u^K = u^0 + z^1 + ... + z^K (the paper; the hops' queries are refined as in the paper
             either way). A sum forgets which hop read what: "is the square left of the circle?" read as square
             then circle, and as circle then square, give the same u^K, so relation questions stay at chance.
+        read_positions: append each region's grid position (x, y) after the projection, v_i = [tanh(W_I f_i); x_i;
+            y_i], with two zeros after the question vector (not in the paper). A hop's read then ends in the exact
+            place it looked, sum_i p_i (x_i, y_i), and the next hop's query and the classifier receive it unmixed,
+            where `coordinates` mixes it into the tanh projection with the D content inputs. "The object to the
+            left of the square" asks hop 2 to compare every cell's x with the square's: here that comparison is one
+            linear term of its score's hidden layer.
         question_dropout: dropout on the question vector u^0 where the classifier reads it (0, the paper's, for
             none); the hops still start from the whole question. Not in the paper: a classifier that can answer
             from the question alone learns less from what the hops read, so this makes the answer lean on the
@@ -82,6 +88,7 @@ class StackedAttention(nn.Module):
         feature_dropout: float = 0.0,
         coordinates: bool = False,
         separate_hops: bool = False,
+        read_positions: bool = False,
         question_dropout: float = 0.0,
         fast_path: bool = True,
     ) -> None:
@@ -92,17 +99,20 @@ class StackedAttention(nn.Module):
             score = fast_score(score)
         self.coordinates = coordinates
         self.separate_hops = separate_hops
-        if coordinates:
+        self.read_positions = read_positions
+        if coordinates or read_positions:
             self.register_buffer("positions", grid_positions(num_locations), persistent=False)  # (L, 2)
+        if coordinates:
             feature_dim += 2
-        read_out = question_dim * (hops + 1 if separate_hops else 1)  # the classifier's input size
+        region_dim = question_dim + 2 if read_positions else question_dim  # v_i, u^k and z^k all have this size
+        read_out = region_dim * (hops + 1 if separate_hops else 1)  # the classifier's input size
         self.feature_dropout = nn.Dropout(feature_dropout)
         self.question_dropout = nn.Dropout(question_dropout)
         self.image_projection = nn.Linear(feature_dim, question_dim)
         self.hops = nn.ModuleList(
             Attention(
                 score=score(
-                    query_dim=question_dim, key_dim=question_dim, attention_dim=attention_dim, num_locations=num_locations
+                    query_dim=region_dim, key_dim=region_dim, attention_dim=attention_dim, num_locations=num_locations
                 )
             )
             for _ in range(hops)
@@ -119,7 +129,10 @@ class StackedAttention(nn.Module):
         if self.coordinates:
             features = with_positions(features, self.positions)  # (B, L, D + 2)
         regions = torch.tanh(self.image_projection(features))  # (B, L, d) v_I
-        query = question  # (B, d) u^0
+        if self.read_positions:
+            regions = with_positions(regions, self.positions)  # (B, L, d + 2) [v_i; x_i; y_i]
+            question = torch.cat([question, question.new_zeros(question.shape[0], 2)], dim=-1)  # (B, d + 2) [v_Q; 0; 0]
+        query = question  # (B, d) u^0 (d + 2 with read_positions, as below)
         maps, reads = [], [self.question_dropout(question)]  # u^0 as the classifier reads it
         for attention in self.hops:
             context, weights = attention(query, regions, attention.prepare(regions))  # (B, d), (B, L)

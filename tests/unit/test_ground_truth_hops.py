@@ -48,3 +48,22 @@ def test_every_stage_reads_the_given_maps_through_the_models_own_classifier():
     assert set(dict(san.state_dict())) == set(dict(StackedAttention(
         feature_dim=6, question_dim=5, attention_dim=4, num_locations=4, num_answers=3, hops=2, separate_hops=True
     ).state_dict()))  # the hops keep their parameters: a checkpoint loads either way
+
+
+def test_given_one_sets_the_first_hop_and_the_second_computes_its_own():
+    torch.manual_seed(0)
+    kwargs = {"feature_dim": 6, "question_dim": 5, "attention_dim": 4, "num_locations": 4, "num_answers": 3, "hops": 2}
+    san, plain = StackedAttention(**kwargs).eval(), StackedAttention(**kwargs).eval()
+    plain.load_state_dict(san.state_dict())
+    pl_module = SimpleNamespace(san=san, encoder=SimpleNamespace(grid_size=2))
+    regions = torch.tensor([[[0.0, 0.0, 0.5, 1.0], [0.5, 0.0, 1.0, 0.5]]])
+    GroundTruthHops(given=1).on_train_batch_start(None, pl_module, {"regions": regions, "region_count": torch.tensor([2])}, 0)
+    features, question = torch.randn(1, 4, 6), torch.randn(1, 5)
+    out = san(features, question)
+    torch.testing.assert_close(out.weights[0, 0], torch.tensor([0.5, 0.0, 0.5, 0.0]))  # hop 1: the left half
+    # hop 2: the model's own score, queried with u^1 = u^0 + the left half's mean
+    v = torch.tanh(san.image_projection(features))  # (1, 4, 5)
+    z1 = (v[:, 0] + v[:, 2]) / 2
+    expected = plain.hops[1].weights(question + z1, plain.hops[1].prepare(v))  # (1, 4)
+    torch.testing.assert_close(out.weights[:, 1], expected)
+    assert not torch.allclose(expected, torch.tensor([[0.0, 1.0, 0.0, 0.0]]))  # not the second region's map

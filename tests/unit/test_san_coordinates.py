@@ -1,5 +1,6 @@
 """The SAN's options beyond the paper: grid coordinates appended to every region, a read-out that keeps the hops
-apart, and dropout of the question where the classifier reads it."""
+apart, positions kept apart from the content in every read, and dropout of the question where the classifier
+reads it."""
 
 import torch
 
@@ -64,3 +65,27 @@ def test_question_dropout_acts_on_the_classifiers_question_only():
     v = torch.tanh(san.image_projection(features))  # (4, 3, 5) v_I
     z1, z2 = [(out.weights[:, k].unsqueeze(-1) * v).sum(1) for k in range(2)]
     torch.testing.assert_close(out.logits, san.classifier(kept + z1 + z2))
+
+
+def test_read_positions_end_every_read_with_the_place_it_looked():
+    torch.manual_seed(0)
+    san = StackedAttention(
+        feature_dim=6, question_dim=5, attention_dim=4, num_locations=9, num_answers=7, hops=2, separate_hops=True,
+        read_positions=True,
+    ).eval()
+    features, question = torch.randn(2, 9, 6), torch.randn(2, 5)
+    out = san(features, question)
+    xy = grid_positions(9)  # (9, 2)
+    v = torch.cat([torch.tanh(san.image_projection(features)), xy.expand(2, -1, -1)], dim=-1)  # (2, 9, 7) [v_i; x_i; y_i]
+    z1, z2 = [(out.weights[:, k].unsqueeze(-1) * v).sum(1) for k in range(2)]  # (2, 7) each
+    # the last two numbers of a read are the attention-weighted grid position, by hand for hop 1 of question 0
+    p = out.weights[0, 0]
+    torch.testing.assert_close(z1[0, -2:], torch.stack([(p * xy[:, 0]).sum(), (p * xy[:, 1]).sum()]))
+    u0 = torch.cat([question, torch.zeros(2, 2)], dim=-1)  # [v_Q; 0; 0]
+    torch.testing.assert_close(out.logits, san.classifier(torch.cat([u0, z1, z2], dim=-1)))
+    # the second hop's query carries hop 1's place unmixed: u^1 = u^0 + z^1 ends in sum_i p_i (x_i, y_i)
+    score = san.hops[1].score
+    h_a = torch.tanh(score.key_proj(v) + score.query_proj(u0 + z1).unsqueeze(1))  # (2, 9, 4)
+    torch.testing.assert_close(out.weights[:, 1], torch.softmax(score.v(h_a).squeeze(-1), dim=-1))
+    # the same content in every cell: the positions alone tell the cells apart
+    assert san(torch.ones(1, 9, 6), question[:1]).weights.std(dim=-1).min() > 0
