@@ -10,6 +10,7 @@ region 1. For each family this prints the accuracy and, for every hop k and regi
 inside region r (`hop1 on region0`, ...), over the questions that have region r.
 
     python benchmarks/hop_regions.py --ckpt vqa/bundled/shapes_san.ckpt --split test
+    python benchmarks/hop_regions.py --ckpt ... --families two-step  # a model trained on two-step questions only
 
 Prints one JSON object (percentages). Needs no feature cache: ShapesWorld-VQA is generated (each split's scenes
 and questions depend on the seed and the split only, so these are the ones `python -m vqa test` scores), and
@@ -55,9 +56,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ckpt", required=True, help="a ShapesWorld-VQA checkpoint (python -m vqa fit's best.ckpt)")
     parser.add_argument("--split", default="test", choices=("val", "test"))
+    parser.add_argument("--families", nargs="+", help="the families the model was trained on, when not all (as the dataset's option)")
     args = parser.parse_args()
     model = VqaModule.load(args.ckpt).eval()
-    print(json.dumps(measure(model, ShapesWorldVqa(), args.split), indent=1))
+    print(json.dumps(measure(model, ShapesWorldVqa(families=tuple(args.families) if args.families else None), args.split), indent=1))
 
 
 if __name__ == "__main__":
