@@ -67,7 +67,8 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         entropy_weight: weight of the hops' mean attention entropy (nats) added to the loss (0, the paper's, for
             none): a sharpness regulariser, as `SoftAttention(entropy_weight=...)` in captioning. A map spread over
             the whole grid reads an average that still answers "is there a red square?"; "the object to the left
-            of the square" needs hop 1 on the square, so that the place it read is the square's.
+            of the square" needs hop 1 on the square, so that the place it read is the square's. On ShapesWorld-VQA
+            it made the maps sharper away from the objects (docs/experiments.md).
         fast_path: run the attention score's CPU speed-up (`core.fast_path`; the same values, faster); false runs
             the plain score of `core.attention`. Checkpoints load either way.
         targets: what the classifier is trained towards: `SoftScores` (default) or `MajorityAnswer`.

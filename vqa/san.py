@@ -64,7 +64,8 @@ class StackedAttention(nn.Module):
             place it looked, sum_i p_i (x_i, y_i), and the next hop's query and the classifier receive it unmixed,
             where `coordinates` mixes it into the tanh projection with the D content inputs. "The object to the
             left of the square" asks hop 2 to compare every cell's x with the square's: here that comparison is one
-            linear term of its score's hidden layer.
+            linear term of its score's hidden layer. On ShapesWorld-VQA it did not lift two-step questions
+            (docs/experiments.md, "where each hop looks").
         question_dropout: dropout on the question vector u^0 where the classifier reads it (0, the paper's, for
             none); the hops still start from the whole question. Not in the paper: a classifier that can answer
             from the question alone learns less from what the hops read, so this makes the answer lean on the
