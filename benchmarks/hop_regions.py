@@ -26,6 +26,7 @@ from collections import defaultdict
 import torch
 
 from core.attention_correctness import mass_in_boxes
+from core.checkpoints import CheckpointError
 from data.shapes_vqa import ShapesWorldVqa
 from vqa.module import VqaModule
 from vqa.questions import user_question_ids
@@ -58,7 +59,10 @@ def main() -> None:
     parser.add_argument("--split", default="test", choices=("val", "test"))
     parser.add_argument("--families", nargs="+", help="the families the model was trained on, when not all (as the dataset's option)")
     args = parser.parse_args()
-    model = VqaModule.load(args.ckpt).eval()
+    try:
+        model = VqaModule.load(args.ckpt).eval()
+    except (FileNotFoundError, CheckpointError) as error:
+        parser.error(str(error))
     print(json.dumps(measure(model, ShapesWorldVqa(families=tuple(args.families) if args.families else None), args.split), indent=1))
 
 
