@@ -73,7 +73,7 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         self_critical: train with self-critical sequence training (`SelfCritical`: sampled captions rewarded
             by their CIDEr-D) instead of teacher-forced cross-entropy; start from `initial_weights`.
         initial_weights: a captioning checkpoint to start from (its vocabulary and weights; the encoder must
-            be configured as it was). Used once, when the model is built: the run's own checkpoints then hold
+            be configured as it was, except for its image size: photos read larger give a finer grid). Used once, when the model is built: the run's own checkpoints then hold
             the weights, and leave this out.
     """
 
@@ -149,12 +149,16 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         check_kind(checkpoint, path, required=("vocabulary",), kind="captioning")
         theirs = checkpoint["hyper_parameters"].get("encoder") or {}
         ours = class_config(self.encoder)
+        same_class = theirs.get("class_path", ours["class_path"]) == ours["class_path"]
+        # of the same encoder, the image size may differ: its weights read larger photos onto a finer grid
+        # (224 -> 448 px: 7x7 -> 14x14)
+        free = {"image_size"} if same_class else set()
         differing = [
             f"{name}={value!r} there, {ours['init_args'].get(name)!r} here"
             for name, value in (theirs.get("init_args") or {}).items()
-            if ours["init_args"].get(name) != value
+            if name not in free and ours["init_args"].get(name) != value
         ]
-        if theirs.get("class_path", ours["class_path"]) != ours["class_path"] or differing:
+        if not same_class or differing:
             raise CheckpointError(
                 f"{path} was trained with another encoder ({theirs.get('class_path')}: {', '.join(differing)}); "
                 "configure model.encoder as that checkpoint's to start from it"

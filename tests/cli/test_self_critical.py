@@ -263,6 +263,30 @@ def test_initial_weights_bring_their_vocabulary_and_weights(attention):
     assert model.hparams.initial_weights is None  # the model's own checkpoints hold the weights from now on
 
 
+def test_initial_weights_read_larger_images_onto_a_finer_grid():
+    """The same encoder at twice the image size starts from the same weights: the grid is 4 times finer and every
+    word's attention spreads over its cells (the 14x14 Flickr8k rows of docs/experiments.md start this way)."""
+    bundled = REPO / "captioning" / "bundled" / "shapes_soft.ckpt"
+    model = CaptioningModule(
+        encoder=LocalCNN(image_size=224, coordinates=False), embed_dim=256, attention_dim=256, coordinates=True,
+        initial_weights=bundled,
+    ).eval()
+    reference = CaptioningModule.load(bundled)
+    for name, tensor in reference.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[name], tensor)
+    generated = model.generate(torch.rand(2, 3, 224, 224))
+    assert reference.encoder.num_locations == 14 * 14 and model.encoder.num_locations == 28 * 28
+    for weights in generated.weights:  # (words, 784)
+        assert weights.shape[1] == 28 * 28
+        torch.testing.assert_close(weights.sum(1), torch.ones(len(weights)))
+
+
+def test_initial_weights_of_another_encoder_setting_are_refused_by_name():
+    bundled = REPO / "captioning" / "bundled" / "shapes_soft.ckpt"
+    with pytest.raises(CheckpointError, match=r"another encoder \(core.encoder.LocalCNN: widths=\(32, 64, 128\) there"):
+        CaptioningModule(encoder=LocalCNN(widths=(16, 32, 64), coordinates=False), initial_weights=bundled)
+
+
 def test_initial_weights_from_another_encoder_are_refused_by_name():
     bundled = REPO / "captioning" / "bundled" / "shapes_soft.ckpt"
     with pytest.raises(CheckpointError, match="shapes_soft.ckpt was trained with another encoder.*LocalCNN.*image_size"):
