@@ -2,16 +2,16 @@
 
 import logging
 import sys
-import time
 
 import pytest
+import torch
 
 from captioning.cli import CaptioningCLI
 from captioning.datamodule import CaptionDataModule
 from captioning.module import CaptioningModule
 from core import precision
 from core.cli import CHOSEN_PRECISION
-from core.precision import BF16, FP32, MatmulTimings, choose_precision, probe_matmul
+from core.precision import BF16, FP32, PROBE_SHAPE, MatmulTimings, choose_precision, probe_matmul
 from tests.helpers import CAPTIONING_CONFIGS
 
 FASTER_BF16 = MatmulTimings(float32=0.010, bfloat16=0.005)  # a CPU with AMX: bfloat16 twice as fast
@@ -41,11 +41,41 @@ def test_the_reason_gives_the_probes_figures() -> None:
     assert "0.47x" in reason and "GFLOP/s" in reason
 
 
-def test_the_probe_returns_positive_timings_well_under_a_second() -> None:
-    started = time.perf_counter()
+def test_the_probe_returns_positive_timings() -> None:
     timings = probe_matmul()
-    assert time.perf_counter() - started < 1.0
     assert timings.float32 > 0 and timings.bfloat16 > 0
+
+
+class FakeProducts:
+    """torch.mm on a clock of its own: a product of `rows` rows takes seconds[dtype] x rows / PROBE_SHAPE's rows."""
+
+    def __init__(self, seconds: dict[torch.dtype, float]) -> None:
+        self.seconds = seconds
+        self.now = 0.0
+        self.full_products: dict[torch.dtype, int] = dict.fromkeys(seconds, 0)
+
+    def mm(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        self.now += self.seconds[a.dtype] * a.shape[0] / PROBE_SHAPE[0]
+        self.full_products[a.dtype] += a.shape[0] == PROBE_SHAPE[0]
+        return a[:, :1]
+
+    def clock(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("bfloat16_seconds", "bfloat16_products"),
+    [(2.0, 1), (0.02, 3), (0.05, 3)],
+    ids=["emulated: timed once", "faster: timed every time", "slower within 2x: timed every time"],
+)
+def test_the_probe_stops_timing_a_dtype_that_cannot_win(monkeypatch, bfloat16_seconds, bfloat16_products) -> None:
+    """On a CPU that emulates bfloat16 each of its products takes seconds: one is enough to rule it out."""
+    fake = FakeProducts({torch.float32: 0.03, torch.bfloat16: bfloat16_seconds})
+    monkeypatch.setattr(torch, "mm", fake.mm)
+    monkeypatch.setattr(precision.time, "perf_counter", fake.clock)
+    timings = probe_matmul(repeats=3)
+    assert fake.full_products == {torch.float32: 3, torch.bfloat16: bfloat16_products}
+    assert timings.float32 == pytest.approx(0.03) and timings.bfloat16 == pytest.approx(bfloat16_seconds)
 
 
 # -- through the CLI: a null trainer.precision is chosen, a given one is kept ------------------------------------
