@@ -73,8 +73,8 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         self_critical: train with self-critical sequence training (`SelfCritical`: sampled captions rewarded
             by their CIDEr-D) instead of teacher-forced cross-entropy; start from `initial_weights`.
         initial_weights: a captioning checkpoint to start from (its vocabulary and weights; the encoder must
-            be configured as it was, except for its image size: photos read larger give a finer grid). Used once, when the model is built: the run's own checkpoints then hold
-            the weights, and leave this out.
+            be configured as it was, except for its image size: photos read larger give a finer grid). Used
+            once, when the model is built: the run's own checkpoints then hold the weights, and leave this out.
     """
 
     def __init__(
