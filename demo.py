@@ -297,7 +297,7 @@ class Handlers:
         image, name = uploaded_image(upload)
         folder = fresh_folder(self.exports) / safe_stem(name)
         words, weights = generate_caption(model, image, width)
-        drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_size)
+        drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_shape)
         # a "." is never in safe_stem's names, so this folder cannot be the export folder itself
         text, overlays = caption_gallery(drawn, words, folder.with_name(f"{folder.name}.gallery"))
         yield text, overlays, None
@@ -348,7 +348,7 @@ class Handlers:
                 ) from None
             except ValueError as error:  # no word at all, or more than a caption to follow may have
                 raise refusal(f"{str(error)[0].upper()}{str(error)[1:]}.") from None
-            drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_size)
+            drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_shape)
             outputs += caption_gallery(drawn, words, folder.with_name(f"{folder.name}.model_{number}"))
         return outputs
 

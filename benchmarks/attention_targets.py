@@ -40,7 +40,8 @@ from data.vocabulary import tokenize
 
 
 def cells(boxes: list[Box], grid: int, grow: float = 0.0) -> torch.Tensor:
-    """(grid * grid,) the covered fraction of every cell by the union of boxes, each grown by `grow` (image units)."""
+    """(grid * grid,) the covered fraction of every cell of a square grid (ShapesWorld's) by the union of boxes,
+    each grown by `grow` (image units)."""
     if not boxes:
         return torch.zeros(grid * grid)
     corners = [
@@ -58,7 +59,7 @@ def word_kind(index: int, objects: int) -> tuple[str, str]:
 
 def measure(model: CaptioningModule, scenes: int, beam_size: int) -> dict[str, float]:
     dataset = ShapesWorld(train_size=0, val_size=scenes, test_size=0, heldout_size=0)
-    grid, transform, v = model.encoder.grid_size, model.encoder.transform(), model.vocabulary
+    (grid, _), transform, v = model.encoder.grid_shape, model.encoder.transform(), model.vocabulary
     sums = dict(in_box=0.0, beside_box=0.0, on_other_objects=0.0, peak_in_box=0.0)
     by_word: dict[str, list[float]] = {}
     by_word_other: dict[str, list[float]] = {}

@@ -33,19 +33,20 @@ from torch import Tensor
 from core.attention_correctness import box_masks
 
 
-def ground_truth_maps(regions: Tensor, counts: Tensor, *, grid: int, hops: int) -> Tensor:
+def ground_truth_maps(regions: Tensor, counts: Tensor, *, grid: tuple[int, int], hops: int) -> Tensor:
     """(B, K, L) maps: hop k spread evenly over region min(k, count - 1), uniform where a question has none.
 
     Args:
         regions: (B, R, 4) normalised boxes, the first `counts[b]` of row b real.
         counts: (B,) how many regions each question has.
+        grid: (rows, columns) of the encoder's grid.
     """
     batch, slots = regions.shape[:2]
-    cells = grid * grid
+    cells = grid[0] * grid[1]
     maps = torch.full((batch, hops, cells), 1.0 / cells)
     if slots == 0:
         return maps
-    masks = box_masks(regions.reshape(batch * slots, 4).float(), grid, grid).view(batch, slots, cells)  # (B, R, L)
+    masks = box_masks(regions.reshape(batch * slots, 4).float(), *grid).view(batch, slots, cells)  # (B, R, L)
     for b, count in enumerate(counts.tolist()):
         for k in range(hops if count > 0 else 0):
             mask = masks[b, min(k, count - 1)]
@@ -75,7 +76,7 @@ class GroundTruthHops(L.Callback):
 
     def _give(self, pl_module: Any, batch: dict) -> None:
         hops = pl_module.san.hops[: self.given]
-        grid = pl_module.encoder.grid_size
+        grid = pl_module.encoder.grid_shape
         maps = ground_truth_maps(batch["regions"].cpu(), batch["region_count"].cpu(), grid=grid, hops=len(hops))
         for k, hop in enumerate(hops):
             hop.forward = partial(_read_given, maps[:, k])  # this module's call only; its parameters stay as they are

@@ -140,7 +140,7 @@ def paper_sized_decoder(grid: int, vocabulary: Vocabulary, seed: int = 0, *, fas
     return ShowAttendTell(
         vocab_size=len(vocabulary),
         feature_dim=FEATURE_DIM,
-        num_locations=grid * grid,
+        grid_shape=(grid, grid),
         embed_dim=SIZE,
         decoder_dim=SIZE,
         attention_dim=SIZE,

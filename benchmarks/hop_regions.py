@@ -34,7 +34,7 @@ from vqa.questions import user_question_ids
 
 @torch.no_grad()
 def measure(model: VqaModule, dataset: ShapesWorldVqa, split: str) -> dict[str, float]:
-    transform, grid = model.encoder.transform(), model.encoder.grid_size
+    transform, grid = model.encoder.transform(), model.encoder.grid_shape
     found: dict[str, list[float]] = defaultdict(list)
     annotations: dict[str, torch.Tensor] = {}
     for question in dataset.questions(split):
@@ -48,7 +48,7 @@ def measure(model: VqaModule, dataset: ShapesWorldVqa, split: str) -> dict[str, 
         for r, box in enumerate(question.regions[:2]):
             region = torch.tensor([[[box.x0, box.y0, box.x1, box.y1]]])  # (1, 1, 4)
             for k in range(out.weights.shape[1]):
-                mass = mass_in_boxes(out.weights[:, k].float(), region, torch.ones(1, 1, dtype=torch.bool), grid, grid)
+                mass = mass_in_boxes(out.weights[:, k].float(), region, torch.ones(1, 1, dtype=torch.bool), *grid)
                 found[f"{family} hop{k + 1} on region{r}"].append(float(mass))
     return {name: round(100 * sum(values) / len(values), 2) for name, values in sorted(found.items())}
 

@@ -82,7 +82,7 @@ def panel(
     rows = []
     for title, model in models.items():
         words, weights = follow_caption(model, image, caption)
-        maps = heat_maps(weights, model.encoder.grid_size, image.size, scale)
+        maps = heat_maps(weights, model.encoder.grid_shape, image.size, scale)
         rows.append(
             word_grid(
                 image,

@@ -170,7 +170,8 @@ class ShowAttendTell(nn.Module):
     Args:
         vocab_size: number of words, specials included.
         feature_dim: D, size of an annotation vector.
-        num_locations: L, annotation vectors per image (used by location-based scores).
+        grid_shape: (rows, columns) of the encoder's grid: L = rows * columns annotation vectors per image (the
+            grid positions and location-based scores need them).
         embed_dim: word embedding size (also the deep output's size).
         decoder_dim: LSTM hidden size.
         attention_dim: hidden size of the score function.
@@ -196,7 +197,7 @@ class ShowAttendTell(nn.Module):
         *,
         vocab_size: int,
         feature_dim: int,
-        num_locations: int,
+        grid_shape: tuple[int, int],
         embed_dim: int = 512,
         decoder_dim: int = 512,
         attention_dim: int = 512,
@@ -213,8 +214,9 @@ class ShowAttendTell(nn.Module):
         self.state_from_image = state_from_image
         self.coordinates = coordinates
         self.remember_content = remember_content
+        num_locations = grid_shape[0] * grid_shape[1]
         if coordinates:
-            self.register_buffer("positions", grid_positions(num_locations), persistent=False)  # (L, 2)
+            self.register_buffer("positions", grid_positions(*grid_shape), persistent=False)  # (L, 2)
             feature_dim += 2
         if fast_path:
             score = fast_score(score)

@@ -6,8 +6,8 @@ For each image, `DIR/<image stem>/` receives:
 * `word_01_<word>.png`, ... one overlay per generated word, numbered from 1 in caption order;
 * `grid.png`: the photo, then every word's overlay with the word as its title, and the colour bar;
 * `attention.gif`: one frame per word;
-* `caption.json`: {"image", "caption", "words", "grid_size": [h, w], "image_size": [width, height],
-  "weights": one row of grid_size**2 raw attention weights per word (row-major grid locations),
+* `caption.json`: {"image", "caption", "words", "grid_size": [rows, columns], "image_size": [width, height],
+  "weights": one row of rows x columns raw attention weights per word (row-major grid locations),
   "scale": the scale the pictures are drawn on (`DisplayScale.describe`), "concentration": per word, the share
   of its attention on the most attended 5% of the photo (`core.concentration`)}.
 
@@ -90,7 +90,7 @@ def export_caption(
         image,
         words=words,
         weights=weights,
-        grid=model.encoder.grid_size,
+        grid=model.encoder.grid_shape,
         out_dir=Path(out_dir),
         source=source,
         scale=scale,
@@ -154,7 +154,7 @@ def write_caption_overlays(
     *,
     words: Sequence[str],
     weights: Tensor,
-    grid: int,
+    grid: tuple[int, int],
     out_dir: Path,
     source: str = "",
     scale: DisplayScale = FixedScale(),
@@ -164,8 +164,8 @@ def write_caption_overlays(
     Args:
         image: the original photo (its own size and aspect ratio; the maps are stretched onto it).
         words: the caption's words.
-        weights: (n_words, L) attention weights, L = grid**2.
-        grid: the side of the encoder's square grid.
+        weights: (n_words, L) attention weights, L = rows * columns.
+        grid: (rows, columns), the encoder's `grid_shape`.
         out_dir: the folder to write into (created when missing).
         source: what the photo is called in caption.json.
         scale: how the pictures show the weights (default: the same fixed scale for every word).
@@ -184,7 +184,7 @@ class CaptionOverlays:
     photo: Image.Image  # the photo as RGB, at its own size
     words: list[str]
     weights: Tensor  # (n_words, L) raw attention weights
-    grid: int  # side of the encoder's square grid, L = grid**2
+    grid: tuple[int, int]  # (rows, columns) of the encoder's grid, L = rows * columns
     scale: DisplayScale  # how the maps show the weights
     maps: list[np.ndarray]  # one (height, width) heat map in [0, 1] per word (`heat_maps`)
     pictures: list[Image.Image]  # one overlay per word at the photo's size
@@ -197,7 +197,7 @@ class CaptionOverlays:
         *,
         words: Sequence[str],
         weights: Tensor,
-        grid: int,
+        grid: tuple[int, int],
         scale: DisplayScale = FixedScale(),
     ) -> CaptionOverlays:
         """Each word's heat map, overlay and concentration (arguments as `write_caption_overlays`)."""
@@ -267,7 +267,7 @@ class CaptionOverlays:
             "image": source,
             "caption": " ".join(self.words),
             "words": list(self.words),
-            "grid_size": [self.grid, self.grid],
+            "grid_size": list(self.grid),
             "image_size": list(self.photo.size),
             "weights": self.weights.detach().float().cpu().tolist(),
             "scale": self.scale.describe(),
@@ -401,8 +401,8 @@ if __name__ == "__main__":
 class OverlayWriter(BasePredictionWriter):
     """Writes each predicted caption's overlays, grid, GIF and caption.json into `output_dir/<image stem>/`.
 
-    The data module hands the model squashed square tensors, so the original photo is read again from the
-    item's path to draw on it at its own size.
+    The data module hands the model tensors resized to the encoder's input, so the original photo is read again
+    from the item's path to draw on it at its own size.
 
     Args:
         output_dir: the folder that receives one subfolder per image.
@@ -437,7 +437,7 @@ class OverlayWriter(BasePredictionWriter):
                 image,
                 words=item["words"],
                 weights=item["weights"],
-                grid=pl_module.encoder.grid_size,
+                grid=pl_module.encoder.grid_shape,
                 out_dir=folder,
                 source=item["path"],
             )

@@ -183,7 +183,7 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         self.decoder = ShowAttendTell(
             vocab_size=len(vocabulary),
             feature_dim=self.encoder.feature_dim,
-            num_locations=self.encoder.num_locations,
+            grid_shape=self.encoder.grid_shape,
             embed_dim=h.embed_dim,
             decoder_dim=h.decoder_dim,
             attention_dim=h.attention_dim,
@@ -331,9 +331,9 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         if not bool(found.any()):
             return
         rows = found.nonzero()[:, 0]
-        grid = self.encoder.grid_size
+        grid_rows, grid_columns = self.encoder.grid_shape
         at_word = weights[rows, positions[found]]  # (N, L)
-        masses = mass_in_box(at_word.float(), boxes[found], grid, grid).cpu()  # (N,) image by image
+        masses = mass_in_box(at_word.float(), boxes[found], grid_rows, grid_columns).cpu()  # (N,) image by image
         per_image = masses.split(found.sum(dim=1).tolist())
         for index, image_masses in zip(batch["index"].tolist(), per_image):
             if len(image_masses):

@@ -4,7 +4,7 @@
 
     captioner = Captioner.from_pretrained("flickr8k-soft")     # or Captioner.from_checkpoint("runs/.../best.ckpt")
     result = captioner.caption("coffee.png", beam_size=3)       # a path, a PIL image, or a list of either
-    result.text, result.words, result.attention                 # attention: (len(words), grid, grid)
+    result.text, result.words, result.attention                 # attention: (len(words), rows, columns)
     result.save("overlays/coffee")                              # what `python -m captioning.export` writes
 
 A list of photos is captioned in batches (the encoder and the beam search each take a batch at a time), which is
@@ -40,7 +40,7 @@ class Caption:
     """
 
     words: list[str]
-    attention: Tensor  # (len(words), grid, grid) float32; each word's map sums to 1
+    attention: Tensor  # (len(words), rows, columns) float32; each word's map sums to 1
     source: str  # the photo's path, or "" for a PIL image: what caption.json calls it
     given: Image.Image | None = field(default=None, repr=False)  # the PIL image given (as RGB), None for a path
 
@@ -65,7 +65,7 @@ class Caption:
         return self.given if self.given is not None else load_image(self.source)
 
     def _drawn(self, scale: DisplayScale) -> CaptionOverlays:
-        grid = self.attention.shape[-1]
+        grid = tuple(self.attention.shape[-2:])  # (rows, columns)
         weights = self.attention.flatten(1)  # (n_words, L)
         return CaptionOverlays.draw(self.photo(), words=self.words, weights=weights, grid=grid, scale=scale)
 
@@ -138,15 +138,15 @@ class Captioner:
     def _caption_batch(self, images: Sequence[ImageInput], beam_size: int | None) -> list[Caption]:
         """Caption photos as one batch: encoded together, searched together."""
         photos, sources = zip(*(as_photo(image) for image in images))
-        model, grid = self.model, self.model.encoder.grid_size
+        model, grid = self.model, self.model.encoder.grid_shape
         transform = model.encoder.transform()
         with torch.inference_mode():
-            inputs = torch.stack([transform(picture) for picture in photos]).to(model.device)  # (B, 3, S, S)
+            inputs = torch.stack([transform(picture) for picture in photos]).to(model.device)  # (B, 3, H, W)
             generated = model.generate(inputs, beam_size=beam_size)
         results = []
         for picture, source, tokens, weights in zip(photos, sources, generated.tokens, generated.weights):
             words, rows = model.caption_words(tokens, weights)  # rows (n_words, L)
-            attention = rows.float().cpu().reshape(len(words), grid, grid)
+            attention = rows.float().cpu().reshape(len(words), *grid)
             given = None if source else picture
             results.append(Caption(words=words, attention=attention, source=source, given=given))
         return results

@@ -189,15 +189,16 @@ class Attention(nn.Module):
         return context, alpha
 
 
-def grid_positions(num_locations: int) -> Tensor:
-    """(L, 2) the (x, y) centre of every cell of a square grid of L cells, flattened row-major like the
-    encoder's grid (location r * side + c is row r, column c), scaled to [-1, 1]."""
-    side = math.isqrt(num_locations)
-    if side * side != num_locations:
-        raise ValueError(f"grid coordinates need a square grid, got {num_locations} locations")
-    axis = torch.linspace(-1.0, 1.0, side) if side > 1 else torch.zeros(1)
-    rows, columns = torch.meshgrid(axis, axis, indexing="ij")  # (side, side) each
-    return torch.stack([columns, rows], dim=-1).reshape(num_locations, 2)
+def grid_positions(rows: int, columns: int) -> Tensor:
+    """(L, 2) the (x, y) centre of every cell of a rows x columns grid (L = rows * columns), flattened row-major
+    like the encoder's grid (location r * columns + c is row r, column c); x and y each run from -1 (left, top)
+    to 1 (right, bottom), whatever the grid's aspect ratio."""
+
+    def axis(n: int) -> Tensor:
+        return torch.linspace(-1.0, 1.0, n) if n > 1 else torch.zeros(1)
+
+    ys, xs = torch.meshgrid(axis(rows), axis(columns), indexing="ij")  # (rows, columns) each
+    return torch.stack([xs, ys], dim=-1).reshape(rows * columns, 2)
 
 
 def with_positions(features: Tensor, positions: Tensor) -> Tensor:

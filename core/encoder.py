@@ -1,9 +1,12 @@
-"""Image encoders: a pretrained CNN that turns an image into a square grid of annotation vectors.
+"""Image encoders: a pretrained CNN that turns an image into a grid of annotation vectors.
 
 Show-Attend-Tell attends over the locations of the CNN's last convolutional map, so an encoder returns
-that map flattened to (B, L, D): L = grid_size**2 locations in row-major order (location r * grid_size + c
-is row r, column c), each a D-dimensional vector. Images are resized to a square, without cropping, so the
-grid covers the whole image and a box in normalised image coordinates maps directly onto grid cells.
+that map flattened to (B, L, D): L = rows * columns locations in row-major order (location r * columns + c
+is row r, column c), each a D-dimensional vector. Images are resized to the encoder's input size, a square
+by default or any (height, width), without cropping, so the grid covers the whole image and a box in
+normalised image coordinates maps directly onto grid cells. A rectangular input reads a photo at its own
+aspect ratio (DAQUAR's 560x425 photos at 448 x 576 px, height x width: 14 rows of 18 cells at stride 32)
+instead of squashing it.
 
 Each encoder owns its preprocessing (`transform`), because the normalisation belongs to the weights, and
 names everything that changes its features (`cache_key`), so features can be cached on disk. An encoder is a
@@ -43,33 +46,42 @@ from core.attention import grid_positions
 _FEATURES_VERSION = 1
 
 
+def input_shape(image_size: int | tuple[int, int]) -> tuple[int, int]:
+    """(height, width) in pixels of an encoder's `image_size`: one side for a square, or (height, width)."""
+    if isinstance(image_size, int):
+        return (image_size, image_size)
+    height, width = image_size  # a YAML or command-line list, or a tuple
+    return (int(height), int(width))
+
+
 @dataclass(frozen=True)
 class ImageTransform:
-    """PIL image -> normalised (3, S, S) float tensor: plain resize (no crop), to [0, 1], then normalise.
+    """PIL image -> normalised (3, H, W) float tensor: plain resize (no crop), to [0, 1], then normalise.
 
     A plain dataclass rather than a lambda so that DataLoader workers can pickle it.
     """
 
-    image_size: int
+    size: tuple[int, int]  # (height, width)
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
 
     def __call__(self, image: Image.Image) -> Tensor:
-        image = TF.resize(image.convert("RGB"), [self.image_size, self.image_size], antialias=True)
-        x = TF.to_tensor(image)  # (3, S, S) in [0, 1]
+        image = TF.resize(image.convert("RGB"), list(self.size), antialias=True)
+        x = TF.to_tensor(image)  # (3, H, W) in [0, 1]
         return TF.normalize(x, list(self.mean), list(self.std))
 
 
 class Encoder(nn.Module, abc.ABC):
-    """Turns images into a grid of annotation vectors: (B, 3, S, S) -> (B, L, D).
+    """Turns images into a grid of annotation vectors: (B, 3, H, W) -> (B, L, D).
 
     Subclasses build their network, set the attributes below, and implement `feature_map` and `cache_key`;
     they end their constructor with `self._freeze()`.
 
     Attributes:
         feature_dim: D, the size of one annotation vector.
-        image_size: S, the side of the square input image in pixels.
-        grid_size: the side of the square grid of locations (image_size // the CNN's total stride).
+        image_size: the input size as configured: one side of a square, or (height, width), in pixels.
+        input_shape: (H, W), the input size in pixels.
+        grid_shape: (rows, columns) of the grid of locations: (H, W) // the CNN's total stride.
         mean, std: the per-channel normalisation the weights expect (on pixel values scaled to [0, 1]).
 
     Frozen encoders (no trainable parameter) stay in eval mode whatever `.train()` asks, so BatchNorm
@@ -78,15 +90,17 @@ class Encoder(nn.Module, abc.ABC):
     """
 
     feature_dim: int
-    image_size: int
-    grid_size: int
+    image_size: int | tuple[int, int]
+    input_shape: tuple[int, int]
+    grid_shape: tuple[int, int]
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
 
     @property
     def num_locations(self) -> int:
         """L, the number of grid locations."""
-        return self.grid_size**2
+        rows, columns = self.grid_shape
+        return rows * columns
 
     @property
     def frozen(self) -> bool:
@@ -94,30 +108,30 @@ class Encoder(nn.Module, abc.ABC):
         return not any(p.requires_grad for p in self.parameters())
 
     def transform(self) -> Callable[[Image.Image], Tensor]:
-        """The preprocessing these weights expect: PIL image -> (3, S, S) float tensor."""
-        return ImageTransform(image_size=self.image_size, mean=self.mean, std=self.std)
+        """The preprocessing these weights expect: PIL image -> (3, H, W) float tensor."""
+        return ImageTransform(size=self.input_shape, mean=self.mean, std=self.std)
 
     @abc.abstractmethod
     def trunk_map(self, images: Tensor) -> Tensor:
-        """The frozen part of the CNN: (B, 3, S, S) -> (B, C, h, w), the input of the first fine-tuned block
-        (for a frozen encoder, the whole CNN: (B, D, grid_size, grid_size))."""
+        """The frozen part of the CNN: (B, 3, H, W) -> (B, C, h, w), the input of the first fine-tuned block
+        (for a frozen encoder, the whole CNN: (B, D, rows, columns))."""
 
     def top_map(self, trunk: Tensor) -> Tensor:
-        """The fine-tuned top blocks: (B, C, h, w) -> (B, D, grid_size, grid_size); nothing when frozen."""
+        """The fine-tuned top blocks: (B, C, h, w) -> (B, D, rows, columns); nothing when frozen."""
         return trunk
 
     def feature_map(self, images: Tensor) -> Tensor:
-        """The CNN's last convolutional map: (B, 3, S, S) -> (B, D, grid_size, grid_size)."""
+        """The CNN's last convolutional map: (B, 3, H, W) -> (B, D, rows, columns)."""
         return self.top_map(self.trunk_map(images))
 
     @cached_property
     def trunk_shape(self) -> tuple[int, int, int]:
         """(C, h, w): the trunk's output for one image, what the feature cache stores per image (as (h*w, C))."""
         if self.frozen:
-            return (self.feature_dim, self.grid_size, self.grid_size)
+            return (self.feature_dim, *self.grid_shape)
         device = next(self.parameters()).device
         with torch.inference_mode():  # the trunk is frozen and always in eval mode: probing changes nothing
-            probe = self.trunk_map(torch.zeros(1, 3, self.image_size, self.image_size, device=device))
+            probe = self.trunk_map(torch.zeros(1, 3, *self.input_shape, device=device))
         return tuple(probe.shape[1:])
 
     @abc.abstractmethod
@@ -129,21 +143,22 @@ class Encoder(nn.Module, abc.ABC):
         return []
 
     def forward(self, images: Tensor) -> Tensor:
-        """(B, 3, S, S) normalised images -> (B, L, D) annotation vectors, locations in row-major order."""
-        if images.dim() != 4 or images.shape[1] != 3 or tuple(images.shape[-2:]) != (self.image_size,) * 2:
+        """(B, 3, H, W) normalised images -> (B, L, D) annotation vectors, locations in row-major order."""
+        if images.dim() != 4 or images.shape[1] != 3 or tuple(images.shape[-2:]) != self.input_shape:
+            height, width = self.input_shape
             raise ValueError(
-                f"{type(self).__name__} expects images of shape (B, 3, {self.image_size}, {self.image_size}), "
+                f"{type(self).__name__} expects images of shape (B, 3, {height}, {width}), "
                 f"got {tuple(images.shape)}; preprocess them with encoder.transform()"
             )
-        fmap = self.feature_map(images)  # (B, D, H, W)
-        return fmap.flatten(2).transpose(1, 2)  # (B, H*W, D)
+        fmap = self.feature_map(images)  # (B, D, rows, columns)
+        return fmap.flatten(2).transpose(1, 2)  # (B, rows * columns, D)
 
     def trunk(self, images: Tensor) -> Tensor:
-        """(B, 3, S, S) normalised images -> (B, h*w, C), the trunk's output as the feature cache stores it."""
+        """(B, 3, H, W) normalised images -> (B, h*w, C), the trunk's output as the feature cache stores it."""
         return self.trunk_map(images).flatten(2).transpose(1, 2)
 
     def annotations(self, inputs: Tensor) -> Tensor:
-        """Annotation vectors (B, L, D) from images (B, 3, S, S) or from cached trunk outputs (B, h*w, C).
+        """Annotation vectors (B, L, D) from images (B, 3, H, W) or from cached trunk outputs (B, h*w, C).
 
         Batches hold images for `predict` (and when the data module does not cache), cached trunk outputs
         otherwise: for a frozen encoder these are the annotation vectors already, passed through as float32;
@@ -178,14 +193,25 @@ class Encoder(nn.Module, abc.ABC):
             module.requires_grad_(True)
         self.train()
 
-    def _check_grid(self, image_size: int, stride: int) -> int:
-        """The grid side for `image_size`; insists on a multiple of the stride so cells tile the image exactly."""
-        if image_size <= 0 or image_size % stride != 0:
+    def _set_size(self, image_size: int | tuple[int, int], stride: int) -> None:
+        """Set `image_size`, `input_shape` and `grid_shape`; insists on sides that are multiples of the stride,
+        so that the grid cells tile the image exactly."""
+        self.input_shape = input_shape(image_size)
+        if min(self.input_shape) <= 0 or any(side % stride for side in self.input_shape):
             raise ValueError(
                 f"{type(self).__name__} needs image_size to be a positive multiple of {stride} (its total stride), "
-                f"so that the {stride}-pixel grid cells tile the image exactly; got {image_size}"
+                f"or a (height, width) of two, so that the {stride}-pixel grid cells tile the image exactly; "
+                f"got {image_size}"
             )
-        return image_size // stride
+        height, width = self.input_shape
+        self.image_size = height if height == width else (height, width)
+        self.grid_shape = (height // stride, width // stride)
+
+    @property
+    def _size_name(self) -> str:
+        """The input size in a cache key: the side of a square (as before rectangles existed), else HxW."""
+        height, width = self.input_shape
+        return str(height) if height == width else f"{height}x{width}"
 
     @staticmethod
     def _check_trainable_blocks(trainable_blocks: int, num_blocks: int) -> None:
@@ -235,7 +261,8 @@ class EfficientNetLite(Encoder):
 
     Args:
         variant: 0, 1 or 2; the weights package of that variant must be installed.
-        image_size: side of the square input, a multiple of 32 (Lite0 was trained at 224).
+        image_size: side of the square input, or its (height, width); multiples of `output_stride` (Lite0 was
+            trained at 224).
         trainable_blocks: fine-tune the last this many MBConv blocks used (plus the head conv/BN at stride
             32); 0 freezes all.
         output_stride: 32 (the head's grid), or 16 or 8 (the grid of the last block at that stride).
@@ -245,7 +272,12 @@ class EfficientNetLite(Encoder):
     OUTPUT_STRIDES = (8, 16, 32)
 
     def __init__(
-        self, *, variant: int = 0, image_size: int = 224, trainable_blocks: int = 0, output_stride: int = 32
+        self,
+        *,
+        variant: int = 0,
+        image_size: int | tuple[int, int] = 224,
+        trainable_blocks: int = 0,
+        output_stride: int = 32,
     ) -> None:
         super().__init__()
         from efficientnet_lite_pytorch import EfficientNet
@@ -255,16 +287,15 @@ class EfficientNetLite(Encoder):
         if output_stride not in self.OUTPUT_STRIDES:
             raise ValueError(f"output_stride must be one of {self.OUTPUT_STRIDES}, got {output_stride}")
         self.variant = variant
-        self.image_size = image_size
         self.output_stride = output_stride
-        self.grid_size = self._check_grid(image_size, stride=output_stride)
+        self._set_size(image_size, stride=output_stride)
         self.mean = (127 / 255,) * 3
         self.std = (128 / 255,) * 3
         self.weights_path = self._weights_path(variant)
         self._weights_digest: str | None = None
 
         # image_size sets the static "same" padding of every convolution, so build for the size we run at.
-        self.net = EfficientNet.from_name(f"efficientnet-lite{variant}", image_size=image_size)
+        self.net = EfficientNet.from_name(f"efficientnet-lite{variant}", image_size=list(self.input_shape))
         self.num_blocks = self._blocks_for_stride(output_stride)
         self._check_trainable_blocks(trainable_blocks, self.num_blocks)
         self.trainable_blocks = trainable_blocks
@@ -323,7 +354,7 @@ class EfficientNetLite(Encoder):
 
     def trunk_map(self, images: Tensor) -> Tensor:
         net = self.net
-        x = net._swish(net._bn0(net._conv_stem(images)))  # (B, 32, S/2, S/2)
+        x = net._swish(net._bn0(net._conv_stem(images)))  # (B, 32, H/2, W/2)
         x = self._run_blocks(x, 0, self._top_start)  # (B, C, h, w)
         return x if self.trainable_blocks else self._head(x)
 
@@ -333,7 +364,7 @@ class EfficientNetLite(Encoder):
         return self._head(self._run_blocks(trunk, self._top_start, self.num_blocks))
 
     def _head(self, x: Tensor) -> Tensor:
-        """The head conv at stride 32 ((B, 1280, S/32, S/32) for every variant); nothing at stride 16 or 8."""
+        """The head conv at stride 32 ((B, 1280, H/32, W/32) for every variant); nothing at stride 16 or 8."""
         if self.output_stride != 32:
             return x
         net = self.net
@@ -343,7 +374,7 @@ class EfficientNetLite(Encoder):
         if self._weights_digest is None:
             self._weights_digest = _file_digest(self.weights_path)
         return (
-            f"EfficientNetLite(variant={self.variant},image_size={self.image_size},stride={self.output_stride},"
+            f"EfficientNetLite(variant={self.variant},image_size={self._size_name},stride={self.output_stride},"
             f"weights=sha256:{self._weights_digest},v{_FEATURES_VERSION}{_trunk_suffix(self.trainable_blocks)})"
         )
 
@@ -362,7 +393,8 @@ class TorchvisionEncoder(Encoder):
         architecture: a torchvision model name, e.g. "resnet101", "resnet18", "vgg16", "vgg19_bn".
         weights: a weights name of that model ("DEFAULT", "IMAGENET1K_V1", ...), downloaded on first use;
             None for random initialisation (tests, or training from scratch).
-        image_size: side of the square input, a multiple of the stride (32 for ResNet, 16 for VGG).
+        image_size: side of the square input, or its (height, width); multiples of the stride (32 for ResNet,
+            16 for VGG).
         trainable_blocks: fine-tune the last this many residual blocks (ResNet) or conv layers (VGG); 0 freezes.
     """
 
@@ -373,7 +405,7 @@ class TorchvisionEncoder(Encoder):
         *,
         architecture: str = "resnet101",
         weights: str | None = "DEFAULT",
-        image_size: int = 224,
+        image_size: int | tuple[int, int] = 224,
         trainable_blocks: int = 0,
     ) -> None:
         super().__init__()
@@ -386,8 +418,7 @@ class TorchvisionEncoder(Encoder):
         self.architecture = architecture
         self.family = family
         self.weights_name = None if resolved is None else f"{type(resolved).__name__}.{resolved.name}"
-        self.image_size = image_size
-        self.grid_size = self._check_grid(image_size, stride=32 if family == "resnet" else 16)
+        self._set_size(image_size, stride=32 if family == "resnet" else 16)
         self.mean = tuple(preset.mean)
         self.std = tuple(preset.std)
 
@@ -454,20 +485,20 @@ class TorchvisionEncoder(Encoder):
         x = images
         for module in [*self._stem, *self._blocks[: len(self._blocks) - self.trainable_blocks]]:
             x = module(x)
-        return x  # (B, C, h, w); all of `body` when frozen: (B, D, S/stride, S/stride)
+        return x  # (B, C, h, w); all of `body` when frozen: (B, D, H/stride, W/stride)
 
     def top_map(self, trunk: Tensor) -> Tensor:
         x = trunk
         for module in self._trainable_modules():  # the top blocks, in order
             x = module(x)
-        return x  # (B, D, S/stride, S/stride)
+        return x  # (B, D, H/stride, W/stride)
 
     def cache_key(self) -> str:
         weights = self.weights_name
         if weights is None:  # random init: identify the weights by their current values
             weights = f"random:sha256:{_state_digest(self.body, skip=self._trainable_modules())}"
         return (
-            f"TorchvisionEncoder(architecture={self.architecture},image_size={self.image_size},"
+            f"TorchvisionEncoder(architecture={self.architecture},image_size={self._size_name},"
             f"weights={weights},v{_FEATURES_VERSION}{_trunk_suffix(self.trainable_blocks)})"
         )
 
@@ -491,7 +522,7 @@ class LocalCNN(Encoder):
     the fine-tuned top (train it with the model's `encoder_learning_rate`).
 
     Args:
-        image_size: side of the square input, a multiple of 2 ** len(widths).
+        image_size: side of the square input, or its (height, width); multiples of 2 ** len(widths).
         widths: channels of the stride-2 convolutions, in order.
         feature_dim: D, channels of the last convolution: the size of one annotation vector.
         coordinates: append each pixel's (x, y) to its colour before the first convolution.
@@ -500,7 +531,7 @@ class LocalCNN(Encoder):
     def __init__(
         self,
         *,
-        image_size: int = 112,
+        image_size: int | tuple[int, int] = 112,
         widths: tuple[int, ...] = (32, 64, 128),
         feature_dim: int = 128,
         coordinates: bool = True,
@@ -508,11 +539,10 @@ class LocalCNN(Encoder):
         super().__init__()
         if not widths or min(widths) < 1 or feature_dim < 1:
             raise ValueError(f"LocalCNN needs positive channel counts in widths and feature_dim, got {widths} and {feature_dim}")
-        self.image_size = image_size
         self.widths = tuple(widths)
         self.feature_dim = feature_dim
         self.coordinates = coordinates
-        self.grid_size = self._check_grid(image_size, stride=2 ** len(widths))
+        self._set_size(image_size, stride=2 ** len(widths))
         self.mean = (0.5,) * 3
         self.std = (0.5,) * 3
         layers: list[nn.Module] = []
@@ -524,7 +554,7 @@ class LocalCNN(Encoder):
                 nn.ReLU(inplace=True),
             ]
             channels = out
-        self.body = nn.Sequential(*layers)  # (B, 3, S, S) -> (B, D, S / 2**len(widths), same)
+        self.body = nn.Sequential(*layers)  # (B, 3, H, W) -> (B, D, H / 2**len(widths), W / 2**len(widths))
         self._freeze()
 
     @property
@@ -545,10 +575,10 @@ class LocalCNN(Encoder):
 
     def top_map(self, trunk: Tensor) -> Tensor:
         if self.coordinates:
-            side = trunk.shape[-1]
-            positions = grid_positions(side * side).T.reshape(1, 2, side, side)  # (1, 2, S, S): x, y per pixel
-            trunk = torch.cat([trunk, positions.to(trunk).expand(len(trunk), -1, -1, -1)], dim=1)  # (B, 5, S, S)
-        return self.body(trunk)  # (B, D, S / 2**len(widths), same)
+            height, width = trunk.shape[-2:]
+            positions = grid_positions(height, width).T.reshape(1, 2, height, width)  # (1, 2, H, W): x, y per pixel
+            trunk = torch.cat([trunk, positions.to(trunk).expand(len(trunk), -1, -1, -1)], dim=1)  # (B, 5, H, W)
+        return self.body(trunk)  # (B, D, H / 2**len(widths), W / 2**len(widths))
 
     def cache_key(self) -> str:
-        return f"LocalCNN(image_size={self.image_size},trunk=pixels,v{_FEATURES_VERSION})"
+        return f"LocalCNN(image_size={self._size_name},trunk=pixels,v{_FEATURES_VERSION})"

@@ -1,9 +1,10 @@
 """Attention weights as pictures: heat maps over the photo, a per-word grid with its colour bar and an animated GIF.
 
-The encoder squashes the whole photo to a square S x S input (no crop), so grid cell (r, c) of a
-grid x grid map covers x in [c, c+1] / grid * width and y in [r, r+1] / grid * height of the original photo,
-with different x and y scales for a non-square photo. `upsample` maps the weights back onto the photo's own
-pixels that way; the other functions only draw. Pure functions of their inputs: nothing here reads a model.
+The encoder resizes the whole photo to its input size (no crop), so grid cell (r, c) of a rows x columns
+map covers x in [c, c+1] / columns * width and y in [r, r+1] / rows * height of the original photo, with
+different x and y scales where the photo's aspect ratio is not the grid's. `upsample` maps the weights back
+onto the photo's own pixels that way; the other functions only draw. Pure functions of their inputs: nothing
+here reads a model.
 
 How bright a weight is drawn is a `DisplayScale`'s choice: `FixedScale` (the default) draws every map on the
 same absolute scale, weight x L (L cells; 1 is what uniform attention gives a cell), so a flat map looks flat;
@@ -117,16 +118,18 @@ class PerMapStretch(DisplayScale):
         return {"kind": "stretch", "unit": "fraction of each map's maximum"}
 
 
-def upsample(weights: Tensor, grid: int, size: tuple[int, int], scale: DisplayScale = FixedScale()) -> np.ndarray:
-    """A grid x grid attention map on the display `scale`, stretched smoothly over a photo of `size` (width, height).
+def upsample(
+    weights: Tensor, grid: tuple[int, int], size: tuple[int, int], scale: DisplayScale = FixedScale()
+) -> np.ndarray:
+    """A rows x columns attention map on the display `scale`, stretched smoothly over a photo of `size` (width, height).
 
     Bilinear interpolation with align_corners=False treats each cell's value as the value at its cell's centre,
-    so cell (r, c) lands on x in [c, c+1] / grid * width, y in [r, r+1] / grid * height (the squashed square the
-    encoder saw, stretched back). The raw weights are kept elsewhere (the export's JSON).
+    so cell (r, c) lands on x in [c, c+1] / columns * width, y in [r, r+1] / rows * height (the input the encoder
+    saw, stretched back to the photo). The raw weights are kept elsewhere (the export's JSON).
 
     Args:
-        weights: (L,) with L = grid**2, row-major (location r * grid + c is row r, column c).
-        grid: the side of the square grid.
+        weights: (L,) with L = rows * columns, row-major (location r * columns + c is row r, column c).
+        grid: (rows, columns), the encoder's `grid_shape`.
         size: (width, height) of the photo, as PIL gives it.
         scale: how weights become display values (default: the fixed absolute scale).
 
@@ -137,14 +140,15 @@ def upsample(weights: Tensor, grid: int, size: tuple[int, int], scale: DisplaySc
 
 
 def heat_maps(
-    weights: Tensor, grid: int, size: tuple[int, int], scale: DisplayScale = FixedScale()
+    weights: Tensor, grid: tuple[int, int], size: tuple[int, int], scale: DisplayScale = FixedScale()
 ) -> list[np.ndarray]:
     """`upsample` for every row of weights (N, L): one (height, width) map per word or hop."""
     width, height = size
-    if weights.shape[-1] != grid * grid:
-        raise ValueError(f"expected {grid}x{grid} = {grid * grid} attention weights, got {weights.shape[-1]}")
-    values = scale.values(weights.detach().to("cpu", torch.float32).reshape(-1, grid * grid))  # (N, L) in [0, 1]
-    cells = values.reshape(-1, 1, grid, grid)  # (N, 1, grid, grid)
+    rows, columns = grid
+    if weights.shape[-1] != rows * columns:
+        raise ValueError(f"expected {rows}x{columns} = {rows * columns} attention weights, got {weights.shape[-1]}")
+    values = scale.values(weights.detach().to("cpu", torch.float32).reshape(-1, rows * columns))  # (N, L) in [0, 1]
+    cells = values.reshape(-1, 1, rows, columns)  # (N, 1, rows, columns)
     heat = F.interpolate(cells, size=(height, width), mode="bilinear", align_corners=False)[:, 0]  # (N, H, W)
     return list(heat.numpy())
 

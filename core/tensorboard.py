@@ -86,7 +86,7 @@ class ValidationSamples(Callback):
             with trainer.precision_plugin.forward_context():  # autocast or not, as in the validation steps
                 samples = self.samples(trainer, pl_module, batch)
         step = logged_step(trainer)
-        grid = pl_module.encoder.grid_size
+        grid = pl_module.encoder.grid_shape
         for number, sample in enumerate(samples, start=1):
             maps = heat_maps(sample.weights, grid, sample.photo.size)
             picture = word_grid(sample.photo, sample.titles, maps, image_title=sample.photo_title)

@@ -3,9 +3,9 @@ about a photo and write where each attention hop looked.
 
 DIR receives `hop_1.png`, `hop_2.png`, ... (one overlay per hop), `grid.png` (the photo titled with the best
 answer, then the hops titled "hop k", and the colour bar) and `answer.json` {"image", "question", "answers":
-[[answer, prob], ...], "grid_size": [h, w], "image_size": [width, height], "weights": one row of grid_size**2 raw
-weights per hop, "scale": the scale the pictures are drawn on, "concentration": per hop, the share of its
-attention on the most attended 5% of the photo}. The pictures use one fixed scale for every hop
+[[answer, prob], ...], "grid_size": [rows, columns], "image_size": [width, height], "weights": one row of
+rows x columns raw weights per hop, "scale": the scale the pictures are drawn on, "concentration": per hop, the
+share of its attention on the most attended 5% of the photo}. The pictures use one fixed scale for every hop
 (`core.overlays.FixedScale`: 1 = uniform attention); `--stretch` draws each hop up to its own maximum instead.
 The pictures and the printed answer show answers as words ("tissue roll"); answer.json keeps the model's labels
 ("tissue_roll"), as its answer classes name them.
@@ -67,7 +67,7 @@ def export_answer(
         question=question,
         answers=answered.answers,
         weights=answered.weights,
-        grid=model.encoder.grid_size,
+        grid=model.encoder.grid_shape,
         out_dir=out_dir,
         source=source,
         scale=scale,
@@ -80,7 +80,7 @@ def write_answer_overlays(
     question: str,
     answers: Sequence[tuple[str, float]],
     weights: torch.Tensor,
-    grid: int,
+    grid: tuple[int, int],
     out_dir: Path,
     source: str = "",
     scale: DisplayScale = FixedScale(),
@@ -92,8 +92,8 @@ def write_answer_overlays(
         image: the original photo (its own size; the maps are stretched onto it).
         question: the question as typed.
         answers: (answer label, probability) pairs, most probable first.
-        weights: (K, L) attention weights of the K hops, L = grid**2.
-        grid: the side of the encoder's square grid.
+        weights: (K, L) attention weights of the K hops, L = rows * columns.
+        grid: (rows, columns), the encoder's `grid_shape`.
         out_dir: the folder to write into.
         source: what the photo is called in answer.json.
         scale: how the pictures show the weights (default: the same fixed scale for every hop).
@@ -111,7 +111,7 @@ def write_answer_overlays(
         "image": source,
         "question": question,
         "answers": [[answer, p] for answer, p in answers],
-        "grid_size": [grid, grid],
+        "grid_size": list(grid),
         "image_size": list(image.size),
         "weights": weights.float().cpu().tolist(),
         "scale": scale.describe(),

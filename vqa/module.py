@@ -151,7 +151,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
             feature_dim=self.encoder.feature_dim,
             question_dim=h.question_dim,
             attention_dim=h.attention_dim,
-            num_locations=self.encoder.num_locations,
+            grid_shape=self.encoder.grid_shape,
             num_answers=len(answers),
             hops=h.hops,
             dropout=h.dropout,
@@ -224,10 +224,10 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         known = counts > 0
         if not bool(known.any()):
             return
-        grid = self.encoder.grid_size
+        rows, columns = self.encoder.grid_shape
         valid = torch.arange(batch["regions"].shape[1], device=counts.device) < counts[known, None]  # (N, R)
         per_hop = [
-            mass_in_boxes(weights[known, k].float(), batch["regions"][known], valid, grid, grid)
+            mass_in_boxes(weights[known, k].float(), batch["regions"][known], valid, rows, columns)
             for k in range(weights.shape[1])
         ]
         masses = torch.stack(per_hop, dim=1).cpu()  # (N, K)

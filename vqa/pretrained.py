@@ -5,7 +5,7 @@
     answerer = Answerer.from_pretrained("daquar-san")           # or Answerer.from_checkpoint("runs/.../best.ckpt")
     answer = answerer.ask("coffee.png", "what is on the table?", top_k=5)
     answer.answers                                               # [(answer, probability), ...], best first
-    answer.hops                                                  # (K, grid, grid): where each hop looked
+    answer.hops                                                  # (K, rows, columns): where each hop looked
     answer.save("answer/")                                       # what `python -m vqa.export` writes
 
 Answers are the model's labels, as answer.json keeps them ("tissue_roll"); `vqa.answers.answer_words` turns one
@@ -37,7 +37,7 @@ class Answer:
 
     question: str
     answers: list[tuple[str, float]]  # (answer label, probability), most probable first
-    hops: Tensor  # (K, grid, grid) float32; each hop's map sums to 1
+    hops: Tensor  # (K, rows, columns) float32; each hop's map sums to 1
     source: str  # the photo's path, or "" for a PIL image: what answer.json calls it
     given: Image.Image | None = field(default=None, repr=False)  # the PIL image given (as RGB), None for a path
 
@@ -49,7 +49,8 @@ class Answer:
         """One picture per hop: its attention map drawn over the photo, at the photo's size, on `scale` (by
         default the same fixed scale for every hop; `core.overlays.PerMapStretch()` stretches each map)."""
         picture = self.photo()
-        maps = heat_maps(self.hops.flatten(1), self.hops.shape[-1], picture.size, scale)  # K maps (height, width)
+        grid = tuple(self.hops.shape[-2:])  # (rows, columns)
+        maps = heat_maps(self.hops.flatten(1), grid, picture.size, scale)  # K maps (height, width)
         return [overlay(picture, heat) for heat in maps]
 
     def save(self, folder: str | Path, *, scale: DisplayScale = FixedScale()) -> dict:
@@ -60,7 +61,7 @@ class Answer:
             question=self.question,
             answers=self.answers,
             weights=self.hops.flatten(1),
-            grid=self.hops.shape[-1],
+            grid=tuple(self.hops.shape[-2:]),
             out_dir=Path(folder),
             source=self.source,
             scale=scale,
@@ -120,7 +121,6 @@ class Answerer:
         notice = cut_notice(question, max_length=model.hparams.max_question_length)
         if notice is not None:
             warnings.warn(notice, stacklevel=2)
-        grid = model.encoder.grid_size
-        hops = answered.weights.float().cpu().reshape(-1, grid, grid)
+        hops = answered.weights.float().cpu().reshape(-1, *model.encoder.grid_shape)
         given = None if source else picture
         return Answer(question=question, answers=answered.answers, hops=hops, source=source, given=given)

@@ -43,7 +43,8 @@ class StackedAttention(nn.Module):
         feature_dim: D, size of the CNN's annotation vectors.
         question_dim: d, size of the question vector; the image regions are projected to it.
         attention_dim: hidden size of each hop's score (the paper's 512).
-        num_locations: L, regions per image (used by location-based scores).
+        grid_shape: (rows, columns) of the encoder's grid: L = rows * columns regions per image (the grid
+            positions and location-based scores need them).
         num_answers: number of answer classes.
         hops: K, the number of attention layers (the paper's best is 2; 1 is the ablation).
         dropout: dropout before the classifier (the paper's 0.5).
@@ -80,7 +81,7 @@ class StackedAttention(nn.Module):
         feature_dim: int,
         question_dim: int,
         attention_dim: int = 512,
-        num_locations: int,
+        grid_shape: tuple[int, int],
         num_answers: int,
         hops: int = 2,
         dropout: float = 0.5,
@@ -102,7 +103,7 @@ class StackedAttention(nn.Module):
         self.separate_hops = separate_hops
         self.read_positions = read_positions
         if coordinates or read_positions:
-            self.register_buffer("positions", grid_positions(num_locations), persistent=False)  # (L, 2)
+            self.register_buffer("positions", grid_positions(*grid_shape), persistent=False)  # (L, 2)
         if coordinates:
             feature_dim += 2
         region_dim = question_dim + 2 if read_positions else question_dim  # v_i, u^k and z^k all have this size
@@ -113,7 +114,10 @@ class StackedAttention(nn.Module):
         self.hops = nn.ModuleList(
             Attention(
                 score=score(
-                    query_dim=region_dim, key_dim=region_dim, attention_dim=attention_dim, num_locations=num_locations
+                    query_dim=region_dim,
+                    key_dim=region_dim,
+                    attention_dim=attention_dim,
+                    num_locations=grid_shape[0] * grid_shape[1],
                 )
             )
             for _ in range(hops)

@@ -129,7 +129,7 @@ def test_every_model_gives_its_own_caption_and_one_map_per_word(client, pictures
         words, weights = generate_caption(model, image)
         assert text == " ".join(words) and words, name
         assert [item["caption"] for item in gallery] == [concentration_title(w, row) for w, row in zip(words, weights)]
-        first = overlay(image, heat_maps(weights[:1], model.encoder.grid_size, image.size)[0])
+        first = overlay(image, heat_maps(weights[:1], model.encoder.grid_shape, image.size)[0])
         with Image.open(gallery[0]["image"]) as shown:
             assert mean_difference(shown, jpeg_round_trip(first)) <= 0.5, name
 

@@ -284,7 +284,7 @@ def test_the_apps_caption_gallery_and_export_are_generate_captions_for_the_same_
     image.thumbnail((demo.WORK_SIZE, demo.WORK_SIZE))  # as the app works on it
     captioner = CaptioningModule.load(CAPTION_CHECKPOINTS[model], map_location="cpu")
     words, weights = generate_caption(captioner, image, beam_size)
-    expected = [overlay(image, heat) for heat in heat_maps(weights, captioner.encoder.grid_size, image.size)]
+    expected = [overlay(image, heat) for heat in heat_maps(weights, captioner.encoder.grid_shape, image.size)]
     assert len(words) >= 3 and mean_difference(expected[0], expected[-1]) > 1.0  # words looked at different places
 
     assert text == " ".join(words)

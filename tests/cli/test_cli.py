@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from tests.helpers import CAPTIONING_CONFIGS as CONFIGS
-from tests.helpers import CSV_LOGGER, REPO, SMALL_SHAPES, TINY_LOCAL_CNN, metrics_of, run_cli
+from tests.helpers import CSV_LOGGER, REPO, SMALL_SHAPES, TINY_LOCAL_CNN, metrics_of, run_cli, run_module
 
 pytestmark = pytest.mark.slow  # every test here trains or serves in subprocesses
 
@@ -139,6 +139,31 @@ def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
     assert {r["image_id"]: r["caption"] for r in json.loads(greedy.read_text())} == expected
 
 
+def test_a_rectangular_read_runs_from_fit_to_the_exported_overlays(tmp_path):
+    """`image_size` as [height, width]: the tiny local CNN reads 64 x 96 px, an 8 x 12 grid (stride 8), through
+    training, attention correctness, the checkpoint and `captioning.export`'s caption.json and overlays."""
+    run_dir = tmp_path / "run"
+    run_cli(
+        "fit", "--config", str(CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES, *TINY_LOCAL_CNN,
+        "--model.encoder.init_args.image_size=[64, 96]", "--trainer.max_epochs=1",
+        f"--data.cache_dir={tmp_path / 'cache'}",
+        f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}",
+        cwd=tmp_path,
+    )
+    assert 0.0 <= metrics_of(run_dir)["val/attention_correctness"] <= 1.0
+    last = next(run_dir.rglob("last.ckpt"))
+    from captioning.module import CaptioningModule
+
+    assert CaptioningModule.load(last).encoder.grid_shape == (8, 12)
+    photo = tmp_path / "photo.png"
+    Image.new("RGB", (150, 100), (40, 90, 200)).save(photo)
+    run_module("captioning.export", str(last), str(photo), "--output", str(tmp_path / "overlays"), cwd=tmp_path)
+    record = json.loads((tmp_path / "overlays" / "photo" / "caption.json").read_text())
+    assert record["grid_size"] == [8, 12] and record["image_size"] == [150, 100]
+    assert all(len(row) == 96 and sum(row) == pytest.approx(1.0, abs=1e-5) for row in record["weights"])
+    assert Image.open(tmp_path / "overlays" / "photo" / "grid.png").width > 150
+
+
 def logged_steps(run_dir: Path, names: list[str]) -> list[dict[str, float]]:
     """The rows of a run's metrics.csv that have all `names`, in step order."""
     import csv
@@ -186,8 +211,8 @@ def test_hard_attention_baseline_is_logged_saved_and_resumed(tmp_path):
     model = CaptioningModule.load(resumed)
     assert isinstance(model.attention, HardAttention)
     assert model.attention.baseline.item() == pytest.approx(rows[-1]["train/baseline"], abs=1e-6)
-    size = model.encoder.image_size
-    generated = model.generate(torch.randn(2, 3, size, size))  # images: the encoder is trained with the model
+    # images: the encoder is trained with the model
+    generated = model.generate(torch.randn(2, 3, *model.encoder.input_shape))
     for weights in generated.weights:
         assert torch.equal(weights.sum(-1), torch.ones(len(weights))) and set(weights.unique().tolist()) <= {0.0, 1.0}
 

@@ -184,7 +184,7 @@ def test_leave_one_out_baseline_by_hand():
 def small_decoder(vocab_size: int = 9, seed: int = 0) -> ShowAttendTell:
     torch.manual_seed(seed)
     return ShowAttendTell(
-        vocab_size=vocab_size, feature_dim=6, num_locations=4, embed_dim=8, decoder_dim=16, attention_dim=8, dropout=0.0
+        vocab_size=vocab_size, feature_dim=6, grid_shape=(2, 2), embed_dim=8, decoder_dim=16, attention_dim=8, dropout=0.0
     )
 
 

@@ -94,7 +94,7 @@ def test_fine_tuned_top_block_trains_on_the_cached_trunk(tmp_path):
     assert sorted(record["key"]["split"] for record in records) == ["test", "train", "train-mirrored"]
     encoder = EfficientNetLite(**DAQUAR_ENCODER)  # the pretrained weights
     # Lite2's last block reads 208 channels on the head's grid (12 x 12 at the config's 384 px)
-    locations = encoder.grid_size**2
+    locations = encoder.num_locations
     assert all((record["num_locations"], record["feature_dim"]) == (locations, 208) for record in records)
 
     trained = torch.load(next(run_dir.rglob("last.ckpt")), weights_only=True)["state_dict"]
@@ -102,6 +102,34 @@ def test_fine_tuned_top_block_trains_on_the_cached_trunk(tmp_path):
     moved = {name for name, value in encoder.state_dict().items() if not torch.equal(trained[f"encoder.{name}"], value)}
     assert {f"{last}_project_conv.weight", "net._conv_head.weight"} <= moved
     assert all(name.startswith((last, "net._conv_head.", "net._bn1.")) for name in moved)
+
+
+@pytest.mark.slow
+def test_photos_read_at_their_own_aspect_ratio_give_a_rectangular_grid_from_fit_to_export(tmp_path):
+    """`image_size` as [height, width]: the DAQUAR config reads its photos at 96 x 128 px, a 3 x 4 grid at Lite2's
+    stride 32, through the feature cache, grid coordinates, the checkpoint and the export's maps and answer.json."""
+    from PIL import Image
+
+    from vqa.module import VqaModule
+
+    run_dir = fit_daquar(tmp_path, "--model.encoder.init_args.image_size=[96, 128]", "--model.coordinates=true")
+    records = [json.loads(path.read_text()) for path in (tmp_path / "cache").glob("*.json")]
+    assert records and all(record["num_locations"] == 12 for record in records)
+    assert all("image_size=96x128" in record["key"]["encoder"] for record in records)
+    checkpoint = next(run_dir.rglob("last.ckpt"))
+    model = VqaModule.load(checkpoint)
+    assert (model.encoder.input_shape, model.encoder.grid_shape) == ((96, 128), (3, 4))
+
+    photo = tmp_path / "photo.png"
+    Image.new("RGB", (200, 150), (90, 120, 30)).save(photo)
+    out = tmp_path / "export"
+    run_module("vqa.export", str(checkpoint), str(photo), "--question", "what is on the table?", "--output", str(out),
+               cwd=tmp_path)
+    record = json.loads((out / "answer.json").read_text())
+    assert record["grid_size"] == [3, 4] and record["image_size"] == [200, 150]
+    assert len(record["weights"]) == 2 and all(len(row) == 12 for row in record["weights"])
+    assert all(sum(row) == pytest.approx(1.0, abs=1e-5) for row in record["weights"])
+    assert Image.open(out / "hop_1.png").size == (200, 150)
 
 
 @pytest.mark.slow
@@ -134,7 +162,7 @@ def test_the_cnn_question_model_trains_and_comes_back_from_its_checkpoint(tmp_pa
     model = VqaModule.load(next(run_dir.rglob("last.ckpt")))
     assert isinstance(model.question_encoder, ConvQuestionEncoder)
     assert [c.out_channels for c in model.question_encoder.convolutions] == [8, 16, 16]
-    image = torch.rand(3, model.encoder.image_size, model.encoder.image_size)
+    image = torch.rand(3, *model.encoder.input_shape)
     assert model.answer(image, "what is near the chair?").answers
 
 

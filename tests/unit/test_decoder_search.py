@@ -18,7 +18,7 @@ PAD, START, END = 0, 1, 2
 def make_decoder(vocab=12, seed=0, **kwargs) -> ShowAttendTell:
     torch.manual_seed(seed)
     decoder = ShowAttendTell(
-        vocab_size=vocab, feature_dim=6, num_locations=5, embed_dim=8, decoder_dim=10, attention_dim=7, **kwargs
+        vocab_size=vocab, feature_dim=6, grid_shape=(1, 5), embed_dim=8, decoder_dim=10, attention_dim=7, **kwargs
     )
     return decoder.eval()
 
@@ -83,17 +83,17 @@ def test_under_autocast_the_grid_is_cast_once_per_image():
 
 
 def test_grid_positions_follow_the_encoders_row_major_cells():
-    positions = grid_positions(9)  # a 3x3 grid: location r * 3 + c is row r, column c
+    positions = grid_positions(3, 3)  # a 3x3 grid: location r * 3 + c is row r, column c
     assert positions.tolist() == [[x, y] for y in (-1.0, 0.0, 1.0) for x in (-1.0, 0.0, 1.0)]
-    assert grid_positions(1).tolist() == [[0.0, 0.0]]
-    with pytest.raises(ValueError, match="square grid"):
-        grid_positions(5)
+    assert grid_positions(1, 1).tolist() == [[0.0, 0.0]]
+    # 2 rows of 3: x runs over the columns, y over the rows, each from -1 to 1
+    assert grid_positions(2, 3).tolist() == [[x, y] for y in (-1.0, 1.0) for x in (-1.0, 0.0, 1.0)]
 
 
 def test_coordinates_are_appended_to_every_annotation_and_read_with_it():
     torch.manual_seed(0)
     decoder = ShowAttendTell(
-        vocab_size=12, feature_dim=6, num_locations=4, embed_dim=8, decoder_dim=10, attention_dim=7, coordinates=True
+        vocab_size=12, feature_dim=6, grid_shape=(2, 2), embed_dim=8, decoder_dim=10, attention_dim=7, coordinates=True
     ).eval()
     features = torch.randn(2, 4, 6)
     memory, state = decoder.start(features)
@@ -265,7 +265,7 @@ def bigram_decoder(table: dict[int, dict[int, float]], vocab: int = 5) -> ShowAt
     layer's column `prev` holds log p(. | prev), so its log_softmax gives those log-probabilities back. Words
     missing from a row get logit 0; the searches ban PAD and START, and END is never read after a caption ended."""
     decoder = ShowAttendTell(
-        vocab_size=vocab, feature_dim=6, num_locations=5, embed_dim=vocab, decoder_dim=10, attention_dim=7
+        vocab_size=vocab, feature_dim=6, grid_shape=(1, 5), embed_dim=vocab, decoder_dim=10, attention_dim=7
     ).eval()
     with torch.no_grad():
         decoder.embedding.weight.copy_(torch.eye(vocab))

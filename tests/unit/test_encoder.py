@@ -26,7 +26,7 @@ def lite0_448() -> EfficientNetLite:
 
 @pytest.mark.slow
 def test_lite0_grid_at_224(lite0: EfficientNetLite) -> None:
-    assert (lite0.feature_dim, lite0.image_size, lite0.grid_size, lite0.num_locations) == (1280, 224, 7, 49)
+    assert (lite0.feature_dim, lite0.image_size, lite0.grid_shape, lite0.num_locations) == (1280, 224, (7, 7), 49)
     with torch.inference_mode():
         out = lite0(torch.randn(2, 3, 224, 224))
     assert out.shape == (2, 49, 1280)
@@ -34,7 +34,7 @@ def test_lite0_grid_at_224(lite0: EfficientNetLite) -> None:
 
 @pytest.mark.slow
 def test_lite0_grid_at_448(lite0_448: EfficientNetLite) -> None:
-    assert (lite0_448.grid_size, lite0_448.num_locations) == (14, 196)
+    assert (lite0_448.grid_shape, lite0_448.num_locations) == ((14, 14), 196)
     with torch.inference_mode():
         out = lite0_448(torch.randn(1, 3, 448, 448))
     assert out.shape == (1, 196, 1280)
@@ -43,7 +43,7 @@ def test_lite0_grid_at_448(lite0_448: EfficientNetLite) -> None:
 @pytest.mark.slow
 def test_stride_16_grid_is_the_full_networks_intermediate_map(lite0: EfficientNetLite) -> None:
     encoder = EfficientNetLite(output_stride=16, trainable_blocks=1)
-    assert (encoder.grid_size, encoder.num_locations, encoder.feature_dim) == (14, 196, 112)
+    assert (encoder.grid_shape, encoder.num_locations, encoder.feature_dim) == ((14, 14), 196, 112)
     images = torch.randn(2, 3, 224, 224)
     with torch.no_grad():
         net = lite0.net
@@ -67,6 +67,41 @@ def test_locations_are_row_major(lite0: EfficientNetLite) -> None:
         out = lite0(x)  # (1, 49, D)
     for r, c in [(0, 0), (0, 6), (3, 5), (6, 0), (6, 6)]:
         torch.testing.assert_close(out[0, r * 7 + c], fmap[0, :, r, c])
+
+
+@pytest.mark.slow
+def test_a_rectangular_input_gives_a_rectangular_grid_equal_to_the_reference_network() -> None:
+    """(height, width) 96 x 160: a 3 x 5 grid whose location r * 5 + c holds the feature of row r, column c of the
+    library's own network built without a fixed size (its padding computed from each input)."""
+    from efficientnet_lite_pytorch import EfficientNet
+
+    encoder = EfficientNetLite(image_size=(96, 160))
+    assert (encoder.input_shape, encoder.grid_shape, encoder.num_locations) == ((96, 160), (3, 5), 15)
+    reference = EfficientNet.from_name("efficientnet-lite0", image_size=None)
+    reference.load_state_dict(encoder.net.state_dict())
+    reference.eval()
+    x = torch.randn(2, 3, 96, 160)
+    with torch.inference_mode():
+        out = encoder(x)  # (2, 15, 1280)
+        net = reference
+        y = net._swish(net._bn0(net._conv_stem(x)))
+        for index, block in enumerate(net._blocks):
+            y = block(y, drop_connect_rate=net._global_params.drop_connect_rate * index / len(net._blocks))
+        y = net._swish(net._bn1(net._conv_head(y)))  # (2, 1280, 3, 5)
+    assert y.shape == (2, 1280, 3, 5)
+    for r, c in [(0, 0), (0, 4), (1, 2), (2, 0), (2, 4)]:
+        torch.testing.assert_close(out[:, r * 5 + c], y[:, :, r, c], atol=1e-4, rtol=1e-4)
+    assert encoder.transform()(Image.new("RGB", (560, 425))).shape == (3, 96, 160)
+    with pytest.raises(ValueError, match=r"\(B, 3, 96, 160\)"):
+        encoder(torch.randn(1, 3, 160, 96))
+
+
+def test_a_square_size_keeps_its_cache_key_and_a_rectangle_names_both_sides(lite0: EfficientNetLite) -> None:
+    """Caches built before rectangles existed stay valid: [224, 224] is the square 224 and keys as it always did."""
+    assert EfficientNetLite(image_size=[224, 224]).cache_key() == lite0.cache_key()
+    assert "image_size=224," in lite0.cache_key()
+    assert "image_size=96x160," in EfficientNetLite(image_size=(96, 160)).cache_key()
+    assert LocalCNN(image_size=(64, 96)).grid_shape == (8, 12)
 
 
 def test_wrong_image_size_is_refused(lite0: EfficientNetLite) -> None:
@@ -154,7 +189,9 @@ def test_missing_variant_package_says_what_to_install(monkeypatch: pytest.Monkey
         EfficientNetLite(variant=1)
 
 
-@pytest.mark.parametrize("kwargs", [{"variant": 7}, {"image_size": 200}, {"trainable_blocks": 99}])
+@pytest.mark.parametrize(
+    "kwargs", [{"variant": 7}, {"image_size": 200}, {"image_size": (224, 200)}, {"trainable_blocks": 99}]
+)
 def test_bad_lite_arguments_are_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         EfficientNetLite(**kwargs)
@@ -264,7 +301,7 @@ def test_local_cnn_knows_where_a_patch_is_only_with_coordinates(coordinates: boo
 def test_local_cnn_trains_whole_and_caches_pixels() -> None:
     encoder = LocalCNN(image_size=32, widths=(4,), feature_dim=6)
     assert all(p.requires_grad for p in encoder.parameters()) and encoder.training
-    assert encoder.trunk_shape == (3, 32, 32) and encoder.grid_size == 16
+    assert encoder.trunk_shape == (3, 32, 32) and encoder.grid_shape == (16, 16)
     images = torch.randn(2, 3, 32, 32)
     encoder.eval()
     torch.testing.assert_close(encoder.annotations(encoder.trunk(images).half()), encoder(images.half().float()))

@@ -63,8 +63,8 @@ def caption_export(tmp_path_factory, captioner, scene) -> tuple[Path, list[str],
     folder = tmp_path_factory.mktemp("caption") / "scene"
     export_caption(captioner, scene, folder, BEAM_SIZE, source="scene.png")
     # the checks below can only tell word pictures apart if the words looked at different places
-    assert len(words) >= 3 and weights.shape == (len(words), captioner.encoder.grid_size**2)
-    first, last = expected_overlays(scene, weights[[0, -1]], captioner.encoder.grid_size)
+    assert len(words) >= 3 and weights.shape == (len(words), captioner.encoder.num_locations)
+    first, last = expected_overlays(scene, weights[[0, -1]], captioner.encoder.grid_shape)
     assert mean_difference(first, last) > 1.0
     return folder, words, weights
 
@@ -73,14 +73,14 @@ def test_caption_json_holds_the_searchs_words_and_weights(caption_export, captio
     folder, words, weights = caption_export
     record = json.loads((folder / "caption.json").read_text())
     assert record["words"] == words and record["caption"] == " ".join(words)
-    grid = captioner.encoder.grid_size
-    assert record["grid_size"] == [grid, grid] and record["image_size"] == list(scene.size)
+    grid = captioner.encoder.grid_shape
+    assert record["grid_size"] == list(grid) and record["image_size"] == list(scene.size)
     np.testing.assert_allclose(np.array(record["weights"]), weights.numpy(), rtol=0, atol=1e-7)
 
 
 def test_each_word_png_is_the_overlay_of_that_words_own_attention_row(caption_export, captioner, scene):
     folder, words, weights = caption_export
-    expected = expected_overlays(scene, weights, captioner.encoder.grid_size)
+    expected = expected_overlays(scene, weights, captioner.encoder.grid_shape)
     assert sorted(p.name for p in folder.glob("word_*.png")) == [word_file_name(n, w) for n, w in enumerate(words, 1)]
     for number, (word, picture) in enumerate(zip(words, expected), start=1):
         with Image.open(folder / word_file_name(number, word)) as exported:
@@ -92,7 +92,7 @@ def test_each_word_png_is_the_overlay_of_that_words_own_attention_row(caption_ex
 def test_the_gif_frames_show_the_words_overlays_in_caption_order(caption_export, captioner, scene):
     """Each frame is the word's overlay, titled "n. word", after the GIF's palette quantisation."""
     folder, words, weights = caption_export
-    expected = expected_overlays(scene, weights, captioner.encoder.grid_size)
+    expected = expected_overlays(scene, weights, captioner.encoder.grid_shape)
     with Image.open(folder / "attention.gif") as gif:
         assert gif.n_frames == len(words)
         frames = []
@@ -130,7 +130,7 @@ def test_each_hop_png_is_the_overlay_of_that_hops_weights(tmp_path, answerer, sc
     np.testing.assert_allclose(np.array(record["weights"]), hops.numpy(), rtol=0, atol=1e-7)
     assert json.loads((tmp_path / "answer.json").read_text())["weights"] == record["weights"]
 
-    expected = expected_overlays(scene, hops, answerer.encoder.grid_size)
+    expected = expected_overlays(scene, hops, answerer.encoder.grid_shape)
     assert len(expected) >= 2 and mean_difference(expected[0], expected[-1]) > 1.0  # the hops look apart
     assert sorted(p.name for p in tmp_path.glob("hop_*.png")) == [f"hop_{k}.png" for k in range(1, len(expected) + 1)]
     for hop, picture in enumerate(expected, start=1):

@@ -21,7 +21,7 @@ from vqa.module import VqaModule
 from vqa.san import StackedAttention
 
 PAD, START, END = 0, 1, 2
-VOCAB, LOCATIONS, FEATURES = 11, 4, 6
+VOCAB, LOCATIONS, FEATURES = 11, 4, 6  # LOCATIONS: a 2 x 2 grid
 
 
 def pair(build, **kwargs) -> tuple[nn.Module, nn.Module]:
@@ -35,7 +35,7 @@ def pair(build, **kwargs) -> tuple[nn.Module, nn.Module]:
 
 def decoder(*, fast_path: bool, **kwargs) -> ShowAttendTell:
     return ShowAttendTell(
-        vocab_size=VOCAB, feature_dim=FEATURES, num_locations=LOCATIONS, embed_dim=5, decoder_dim=7, attention_dim=8,
+        vocab_size=VOCAB, feature_dim=FEATURES, grid_shape=(2, 2), embed_dim=5, decoder_dim=7, attention_dim=8,
         dropout=0.0, fast_path=fast_path, **kwargs,
     )
 
@@ -147,7 +147,7 @@ def test_under_autocast_both_paths_run_in_bfloat16_and_agree_roughly():
 
 def san(*, fast_path: bool) -> StackedAttention:
     return StackedAttention(
-        feature_dim=FEATURES, question_dim=5, attention_dim=8, num_locations=LOCATIONS, num_answers=7, hops=2,
+        feature_dim=FEATURES, question_dim=5, attention_dim=8, grid_shape=(2, 2), num_answers=7, hops=2,
         fast_path=fast_path,
     )
 

@@ -25,7 +25,7 @@ class FakeEncoder(Encoder):
 
     def __init__(self, *, tag: str = "a", trainable: bool = False) -> None:
         super().__init__()
-        self.feature_dim, self.image_size, self.grid_size = 4, 8, 2
+        self.feature_dim, self.image_size, self.input_shape, self.grid_shape = 4, 8, (8, 8), (2, 2)
         self.mean, self.std = (0.5, 0.5, 0.5), (0.5, 0.5, 0.5)
         self.tag = tag
         self.calls = 0

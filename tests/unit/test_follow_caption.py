@@ -29,7 +29,7 @@ def test_following_its_own_greedy_caption_gives_the_maps_it_spoke_with(soft, sce
     words, weights = generate_caption(soft, scene, beam_size=1)
     followed, forced = follow_caption(soft, scene, " ".join(words))
     assert followed == words and len(words) >= 5
-    assert forced.shape == weights.shape == (len(words), soft.encoder.grid_size**2)
+    assert forced.shape == weights.shape == (len(words), soft.encoder.num_locations)
     torch.testing.assert_close(forced, weights, atol=1e-5, rtol=0)
     torch.testing.assert_close(forced.sum(dim=1), torch.ones(len(words)))
 

@@ -15,7 +15,7 @@ def test_hop_k_spreads_over_region_k_or_the_last_one_and_reads_uniformly_without
         [[0.5, 0.5, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]],  # one region: the bottom-right quarter (the second is padding)
         [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]],  # none
     ])
-    maps = ground_truth_maps(regions, torch.tensor([2, 1, 0]), grid=2, hops=2)  # a 2x2 grid, cells row-major
+    maps = ground_truth_maps(regions, torch.tensor([2, 1, 0]), grid=(2, 2), hops=2)  # a 2x2 grid, cells row-major
     expected = torch.tensor([
         [[0.5, 0.0, 0.5, 0.0], [0.0, 1.0, 0.0, 0.0]],
         [[0.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0]],
@@ -27,9 +27,9 @@ def test_hop_k_spreads_over_region_k_or_the_last_one_and_reads_uniformly_without
 def test_every_stage_reads_the_given_maps_through_the_models_own_classifier():
     torch.manual_seed(0)
     san = StackedAttention(
-        feature_dim=6, question_dim=5, attention_dim=4, num_locations=4, num_answers=3, hops=2, separate_hops=True
+        feature_dim=6, question_dim=5, attention_dim=4, grid_shape=(2, 2), num_answers=3, hops=2, separate_hops=True
     ).eval()
-    pl_module = SimpleNamespace(san=san, encoder=SimpleNamespace(grid_size=2))
+    pl_module = SimpleNamespace(san=san, encoder=SimpleNamespace(grid_shape=(2, 2)))
     regions = torch.tensor([[[0.0, 0.0, 0.5, 1.0], [0.5, 0.0, 1.0, 0.5]]])
     features, question = torch.randn(1, 4, 6), torch.randn(1, 5)
     callback = GroundTruthHops()
@@ -46,16 +46,16 @@ def test_every_stage_reads_the_given_maps_through_the_models_own_classifier():
         z1, z2 = (v[0] + v[2]) / 2, v[1]  # what the two hops read: the left half's mean, then the top-right cell
         torch.testing.assert_close(out.logits[0], san.classifier(torch.cat([question[0], z1, z2])))
     assert set(dict(san.state_dict())) == set(dict(StackedAttention(
-        feature_dim=6, question_dim=5, attention_dim=4, num_locations=4, num_answers=3, hops=2, separate_hops=True
+        feature_dim=6, question_dim=5, attention_dim=4, grid_shape=(2, 2), num_answers=3, hops=2, separate_hops=True
     ).state_dict()))  # the hops keep their parameters: a checkpoint loads either way
 
 
 def test_given_one_sets_the_first_hop_and_the_second_computes_its_own():
     torch.manual_seed(0)
-    kwargs = {"feature_dim": 6, "question_dim": 5, "attention_dim": 4, "num_locations": 4, "num_answers": 3, "hops": 2}
+    kwargs = {"feature_dim": 6, "question_dim": 5, "attention_dim": 4, "grid_shape": (2, 2), "num_answers": 3, "hops": 2}
     san, plain = StackedAttention(**kwargs).eval(), StackedAttention(**kwargs).eval()
     plain.load_state_dict(san.state_dict())
-    pl_module = SimpleNamespace(san=san, encoder=SimpleNamespace(grid_size=2))
+    pl_module = SimpleNamespace(san=san, encoder=SimpleNamespace(grid_shape=(2, 2)))
     regions = torch.tensor([[[0.0, 0.0, 0.5, 1.0], [0.5, 0.0, 1.0, 0.5]]])
     GroundTruthHops(given=1).on_train_batch_start(None, pl_module, {"regions": regions, "region_count": torch.tensor([2])}, 0)
     features, question = torch.randn(1, 4, 6), torch.randn(1, 5)

@@ -22,7 +22,7 @@ L = 3  # locations
 def tiny_decoder(seed: int = 0, fast_path: bool = True) -> ShowAttendTell:
     torch.manual_seed(seed)
     return ShowAttendTell(
-        vocab_size=5, feature_dim=4, num_locations=L, embed_dim=4, decoder_dim=6, attention_dim=5, dropout=0.0,
+        vocab_size=5, feature_dim=4, grid_shape=(1, L), embed_dim=4, decoder_dim=6, attention_dim=5, dropout=0.0,
         fast_path=fast_path,
     )
 

@@ -21,22 +21,32 @@ SPECIALS = ["<pad>", "<start>", "<end>", "<unk>"]
 # -- geometry ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cell", [(0, 6), (2, 4), (6, 0)])  # top-right corner, interior (r != c), bottom-left
+@pytest.mark.parametrize(
+    ("grid", "cell"),
+    [
+        ((GRID, GRID), (0, 6)),  # top-right corner
+        ((GRID, GRID), (2, 4)),  # interior, r != c
+        ((GRID, GRID), (6, 0)),  # bottom-left corner
+        ((3, 5), (0, 4)),  # a rectangular grid of 3 rows and 5 columns: top-right corner
+        ((3, 5), (1, 2)),  # its middle cell
+    ],
+)
 @pytest.mark.parametrize("size", [(224, 224), (640, 480)])  # (width, height): square and squashed
-def test_a_peaked_cell_lands_on_its_region_of_the_photo(cell, size):
-    r, c = cell
+def test_a_peaked_cell_lands_on_its_region_of_the_photo(grid, cell, size):
+    (rows, columns), (r, c) = grid, cell
     width, height = size
-    weights = torch.full((GRID * GRID,), 0.1 / (GRID * GRID - 1))
-    weights[r * GRID + c] = 0.9
-    heat = upsample(weights, GRID, size)
+    cells = rows * columns
+    weights = torch.full((cells,), 0.1 / (cells - 1))
+    weights[r * columns + c] = 0.9
+    heat = upsample(weights, grid, size)
     assert heat.shape == (height, width) and heat.dtype == np.float32
-    # on the fixed scale (x 49 cells / 8): the peak cell (44x uniform) saturates, bilinear interpolation brings
-    # the nearest pixel centre within 1/64 cell of it (0.97 or more); the flat background keeps its own value
+    # on the fixed scale (x L cells / 8): the peak cell (at least 13x uniform) saturates, bilinear interpolation
+    # brings the nearest pixel centre within 1/64 cell of it (0.97 or more); the flat background keeps its own value
     assert 0.96 < heat.max() <= 1.0
-    assert heat.min() == pytest.approx(0.1 / 48 * 49 / 8)
+    assert heat.min() == pytest.approx(0.1 / (cells - 1) * cells / 8)
 
-    left, right = c / GRID * width, (c + 1) / GRID * width
-    top, bottom = r / GRID * height, (r + 1) / GRID * height
+    left, right = c / columns * width, (c + 1) / columns * width
+    top, bottom = r / rows * height, (r + 1) / rows * height
     y, x = np.unravel_index(np.argmax(heat), heat.shape)
     assert left <= x + 0.5 <= right and top <= y + 0.5 <= bottom
 
@@ -45,9 +55,10 @@ def test_a_peaked_cell_lands_on_its_region_of_the_photo(cell, size):
     mass = heat - heat.min()  # the flat background of the other cells removed
     ys, xs = np.mgrid[0:height, 0:width] + 0.5
     centre_x, centre_y = (mass * xs).sum() / mass.sum(), (mass * ys).sum() / mass.sum()
-    slack_x, slack_y = (0.1 if 0 < index < GRID - 1 else 0.5 for index in (c, r))
-    assert abs(centre_x - (left + right) / 2) < slack_x * width / GRID
-    assert abs(centre_y - (top + bottom) / 2) < slack_y * height / GRID
+    slack_x = 0.1 if 0 < c < columns - 1 else 0.5
+    slack_y = 0.1 if 0 < r < rows - 1 else 0.5
+    assert abs(centre_x - (left + right) / 2) < slack_x * width / columns
+    assert abs(centre_y - (top + bottom) / 2) < slack_y * height / rows
 
     inside = mass[int(np.ceil(top - 0.5)) : int(np.ceil(bottom - 0.5)), int(np.ceil(left - 0.5)) : int(np.ceil(right - 0.5))]
     assert inside.sum() / mass.sum() > 0.5
@@ -55,7 +66,7 @@ def test_a_peaked_cell_lands_on_its_region_of_the_photo(cell, size):
 
 def test_upsample_refuses_weights_of_another_grid():
     with pytest.raises(ValueError, match="7x7"):
-        upsample(torch.ones(48), GRID, (10, 10))
+        upsample(torch.ones(48), (GRID, GRID), (10, 10))
 
 
 # -- pictures ------------------------------------------------------------------------------------------------
@@ -162,7 +173,7 @@ def caption_checkpoint(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("ckpt") / "tiny.ckpt"
     torch.save({"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams)}, path)
     loaded = CaptioningModule.load(path)
-    assert loaded.vocabulary.tokens == SPECIALS + CAPTION_WORDS and loaded.encoder.grid_size == GRID
+    assert loaded.vocabulary.tokens == SPECIALS + CAPTION_WORDS and loaded.encoder.grid_shape == (GRID, GRID)
     return path
 
 
@@ -317,16 +328,16 @@ def test_the_caption_export_keeps_the_raw_weights_and_records_scale_and_concentr
 
     photo = Image.new("RGB", (90, 60), "gray")
     weights = flat_and_peaked()
-    record = write_caption_overlays(photo, words=["a", "circle"], weights=weights, grid=GRID, out_dir=tmp_path)
+    record = write_caption_overlays(photo, words=["a", "circle"], weights=weights, grid=(GRID, GRID), out_dir=tmp_path)
     saved = json.loads((tmp_path / "caption.json").read_text())
     assert saved == record and saved["weights"] == weights.tolist()  # the raw float32 weights, not the drawn values
     assert saved["scale"] == {"kind": "fixed", "top": 8.0, "unit": "weight x grid cells (1 = uniform attention)"}
     top = weights[1].double().sort(descending=True).values  # 5% of 49 cells = 2.45 cells
     assert saved["concentration"] == pytest.approx([0.05, float(top[0] + top[1] + 0.45 * top[2])])
-    maps = overlays.heat_maps(weights, GRID, photo.size)
+    maps = overlays.heat_maps(weights, (GRID, GRID), photo.size)
     assert_has_a_colour_bar(tmp_path / "grid.png", word_grid(photo, ["a", "circle"], maps))
     stretched = write_caption_overlays(
-        photo, words=["a", "circle"], weights=weights, grid=GRID, out_dir=tmp_path / "s", scale=overlays.PerMapStretch()
+        photo, words=["a", "circle"], weights=weights, grid=(GRID, GRID), out_dir=tmp_path / "s", scale=overlays.PerMapStretch()
     )
     assert stretched["scale"]["kind"] == "stretch" and stretched["weights"] == record["weights"]
 
@@ -337,13 +348,13 @@ def test_the_vqa_export_keeps_the_raw_weights_and_records_scale_and_concentratio
     photo = Image.new("RGB", (90, 60), "gray")
     weights = flat_and_peaked()
     record = write_answer_overlays(
-        photo, question="what is it?", answers=[("red", 0.75)], weights=weights, grid=GRID, out_dir=tmp_path
+        photo, question="what is it?", answers=[("red", 0.75)], weights=weights, grid=(GRID, GRID), out_dir=tmp_path
     )
     saved = json.loads((tmp_path / "answer.json").read_text())
     assert saved == record and saved["weights"] == weights.tolist()
     assert saved["scale"]["kind"] == "fixed" and saved["scale"]["top"] == 8.0
     assert saved["concentration"][0] == pytest.approx(0.05) and saved["concentration"][1] > 0.05
-    maps = overlays.heat_maps(weights, GRID, photo.size)
+    maps = overlays.heat_maps(weights, (GRID, GRID), photo.size)
     assert_has_a_colour_bar(tmp_path / "grid.png", word_grid(photo, ["hop 1", "hop 2"], maps, image_title="red (75%)"))
 
 

@@ -38,9 +38,9 @@ def test_the_stretch_divides_each_map_by_its_maximum():
 def test_a_flat_map_stays_flat_over_the_photo():
     """Bilinear interpolation keeps the cells' scale: uniform attention is 1/top at every pixel, not 1."""
     uniform = torch.full((1, 49), 1 / 49)
-    (fixed,) = heat_maps(uniform, 7, (90, 60))
+    (fixed,) = heat_maps(uniform, (7, 7), (90, 60))
     assert fixed.shape == (60, 90) and np.allclose(fixed, 1 / 8)
-    (stretched,) = heat_maps(uniform, 7, (90, 60), PerMapStretch())
+    (stretched,) = heat_maps(uniform, (7, 7), (90, 60), PerMapStretch())
     assert np.allclose(stretched, 1.0)
 
 
@@ -53,7 +53,7 @@ def test_the_scales_say_what_their_colour_bars_and_json_show():
 
 def test_the_colour_bar_goes_under_the_tiles_in_infernos_colours():
     photo = Image.new("RGB", (100, 50), "gray")
-    maps = heat_maps(torch.full((3, 49), 1 / 49), 7, photo.size)
+    maps = heat_maps(torch.full((3, 49), 1 / 49), (7, 7), photo.size)
     tiles = word_grid(photo, ["a", "b", "c"], maps)
     with_bar = word_grid(photo, ["a", "b", "c"], maps, scale=FixedScale())
     assert with_bar.width == tiles.width and with_bar.height > tiles.height

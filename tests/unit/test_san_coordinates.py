@@ -10,12 +10,12 @@ from vqa.san import StackedAttention
 
 def test_coordinates_are_the_grid_positions_appended_to_every_region():
     torch.manual_seed(0)
-    kwargs = dict(question_dim=8, attention_dim=6, num_locations=9, num_answers=5, hops=2, dropout=0.0)
+    kwargs = dict(question_dim=8, attention_dim=6, grid_shape=(3, 3), num_answers=5, hops=2, dropout=0.0)
     with_xy = StackedAttention(feature_dim=4, coordinates=True, **kwargs).eval()
     plain = StackedAttention(feature_dim=6, **kwargs).eval()
     plain.load_state_dict(with_xy.state_dict())  # the same parameters: the projection reads D + 2 inputs
     features, question = torch.rand(3, 9, 4), torch.rand(3, 8)
-    xy = grid_positions(9).expand(3, -1, -1)  # (3, 9, 2): cell (r, c) at x = c - 1, y = r - 1 on a 3x3 grid
+    xy = grid_positions(3, 3).expand(3, -1, -1)  # (3, 9, 2): cell (r, c) at x = c - 1, y = r - 1 on a 3x3 grid
     expected = plain(torch.cat([features, xy], dim=-1), question)
     got = with_xy(features, question)
     torch.testing.assert_close(got.logits, expected.logits)
@@ -28,7 +28,7 @@ def test_coordinates_are_the_grid_positions_appended_to_every_region():
 def test_separate_hops_give_the_classifier_each_hops_read_side_by_side():
     torch.manual_seed(0)
     san = StackedAttention(
-        feature_dim=6, question_dim=5, attention_dim=4, num_locations=3, num_answers=7, hops=2, separate_hops=True
+        feature_dim=6, question_dim=5, attention_dim=4, grid_shape=(1, 3), num_answers=7, hops=2, separate_hops=True
     ).eval()
     features, question = torch.randn(2, 3, 6), torch.randn(2, 5)
     out = san(features, question)
@@ -47,7 +47,7 @@ def test_separate_hops_give_the_classifier_each_hops_read_side_by_side():
 
 def test_question_dropout_acts_on_the_classifiers_question_only():
     torch.manual_seed(0)
-    kwargs = dict(feature_dim=6, question_dim=5, attention_dim=4, num_locations=3, num_answers=7, hops=2, dropout=0.0)
+    kwargs = dict(feature_dim=6, question_dim=5, attention_dim=4, grid_shape=(1, 3), num_answers=7, hops=2, dropout=0.0)
     san = StackedAttention(question_dropout=0.5, **kwargs)
     plain = StackedAttention(**kwargs)
     plain.load_state_dict(san.state_dict())  # no parameters of its own
@@ -70,12 +70,12 @@ def test_question_dropout_acts_on_the_classifiers_question_only():
 def test_read_positions_end_every_read_with_the_place_it_looked():
     torch.manual_seed(0)
     san = StackedAttention(
-        feature_dim=6, question_dim=5, attention_dim=4, num_locations=9, num_answers=7, hops=2, separate_hops=True,
+        feature_dim=6, question_dim=5, attention_dim=4, grid_shape=(3, 3), num_answers=7, hops=2, separate_hops=True,
         read_positions=True,
     ).eval()
     features, question = torch.randn(2, 9, 6), torch.randn(2, 5)
     out = san(features, question)
-    xy = grid_positions(9)  # (9, 2)
+    xy = grid_positions(3, 3)  # (9, 2)
     v = torch.cat([torch.tanh(san.image_projection(features)), xy.expand(2, -1, -1)], dim=-1)  # (2, 9, 7) [v_i; x_i; y_i]
     z1, z2 = [(out.weights[:, k].unsqueeze(-1) * v).sum(1) for k in range(2)]  # (2, 7) each
     # the last two numbers of a read are the attention-weighted grid position, by hand for hop 1 of question 0

@@ -21,8 +21,8 @@ def labelled(monkeypatch) -> list[str]:
     draw = vqa.export.word_grid
 
     def answer(self: VqaModule, image: torch.Tensor, question: str, *, top: int = 5) -> Answered:
-        grid = self.encoder.grid_size
-        hops = torch.full((2, grid * grid), 1.0 / (grid * grid))
+        cells = self.encoder.num_locations
+        hops = torch.full((2, cells), 1.0 / cells)
         return Answered([("tissue_roll", 0.75), ("bottle_of_liquid", 0.25)], hops)
 
     def word_grid(*args, image_title: str, **kwargs) -> Image.Image:

@@ -16,7 +16,7 @@ from vqa.san import StackedAttention
 
 def test_stacked_attention_equals_its_equations_written_out():
     torch.manual_seed(0)
-    san = StackedAttention(feature_dim=6, question_dim=5, attention_dim=4, num_locations=3, num_answers=7, hops=2).eval()
+    san = StackedAttention(feature_dim=6, question_dim=5, attention_dim=4, grid_shape=(1, 3), num_answers=7, hops=2).eval()
     features, question = torch.randn(2, 3, 6), torch.randn(2, 5)
     out = san(features, question)
     assert out.logits.shape == (2, 7) and out.weights.shape == (2, 2, 3)
@@ -32,10 +32,10 @@ def test_stacked_attention_equals_its_equations_written_out():
 
 
 def test_one_hop_is_the_ablation_and_zero_hops_is_refused():
-    san = StackedAttention(feature_dim=6, question_dim=5, num_locations=3, num_answers=7, hops=1)
+    san = StackedAttention(feature_dim=6, question_dim=5, grid_shape=(1, 3), num_answers=7, hops=1)
     assert san(torch.randn(2, 3, 6), torch.randn(2, 5)).weights.shape == (2, 1, 3)
     with pytest.raises(ValueError, match="at least one hop"):
-        StackedAttention(feature_dim=6, question_dim=5, num_locations=3, num_answers=7, hops=0)
+        StackedAttention(feature_dim=6, question_dim=5, grid_shape=(1, 3), num_answers=7, hops=0)
 
 
 def test_question_vector_is_the_lstm_state_after_each_questions_last_word():
@@ -139,7 +139,7 @@ def test_mass_in_boxes_is_the_mass_in_their_union():
 
 def test_optional_hidden_layer_before_the_answer_layer():
     torch.manual_seed(3)
-    san = StackedAttention(feature_dim=6, question_dim=5, num_locations=3, num_answers=7, classifier_hidden=9).eval()
+    san = StackedAttention(feature_dim=6, question_dim=5, grid_shape=(1, 3), num_answers=7, classifier_hidden=9).eval()
     features, question = torch.randn(2, 3, 6), torch.randn(2, 5)
     out = san(features, question)
     _, hidden, _, _, answer = san.classifier
@@ -153,7 +153,7 @@ def test_optional_hidden_layer_before_the_answer_layer():
 
 def test_feature_dropout_drops_region_values_in_training_only():
     torch.manual_seed(4)
-    sizes = dict(feature_dim=6, question_dim=5, num_locations=3, num_answers=7, dropout=0.0)
+    sizes = dict(feature_dim=6, question_dim=5, grid_shape=(1, 3), num_answers=7, dropout=0.0)
     san, plain = StackedAttention(**sizes, feature_dropout=0.5), StackedAttention(**sizes)
     plain.load_state_dict(san.state_dict())  # dropout has no weights: the same network
     features, question = torch.randn(2, 3, 6), torch.randn(2, 5)
