@@ -50,7 +50,9 @@ def input_shape(image_size: int | tuple[int, int]) -> tuple[int, int]:
     """(height, width) in pixels of an encoder's `image_size`: one side for a square, or (height, width)."""
     if isinstance(image_size, int):
         return (image_size, image_size)
-    height, width = image_size  # a YAML or command-line list, or a tuple
+    if len(image_size) != 2:  # a YAML or command-line list, or a tuple
+        raise ValueError(f"image_size must be one side or a (height, width), got {list(image_size)}")
+    height, width = image_size
     return (int(height), int(width))
 
 

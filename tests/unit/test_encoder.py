@@ -190,7 +190,7 @@ def test_missing_variant_package_says_what_to_install(monkeypatch: pytest.Monkey
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"variant": 7}, {"image_size": 200}, {"image_size": (224, 200)}, {"trainable_blocks": 99}]
+    "kwargs", [{"variant": 7}, {"image_size": 200}, {"image_size": (224, 200)}, {"image_size": (224, 224, 3)}, {"trainable_blocks": 99}]
 )
 def test_bad_lite_arguments_are_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError):
