@@ -63,7 +63,9 @@ def _read_given(weights: Tensor, query: Tensor, regions: Tensor, prepared: Any) 
 
 class GroundTruthHops(L.Callback):
     """Before every step, sets the first `given` hops of `pl_module.san` (all of them when None) to read their
-    ground-truth maps for the batch; the hops after them compute their own.
+    ground-truth maps for the batch; the hops after them compute their own. After the step the hops compute their
+    own maps again, so a forward outside the steps (the TensorBoard samples at the end of validation, a batch of
+    another size) runs the model's own attention.
 
     `given=1` measures whether the second hop can learn to find "the object to the left of the square" once the
     first hop is on the square: what is left of the gap then lies with the first hop.
@@ -81,14 +83,31 @@ class GroundTruthHops(L.Callback):
         for k, hop in enumerate(hops):
             hop.forward = partial(_read_given, maps[:, k])  # this module's call only; its parameters stay as they are
 
+    @staticmethod
+    def _take_back(pl_module: Any) -> None:
+        for hop in pl_module.san.hops:
+            hop.__dict__.pop("forward", None)  # the class's forward again
+
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         self._give(pl_module, batch)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._take_back(pl_module)
 
     def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0) -> None:
         self._give(pl_module, batch)
 
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        self._take_back(pl_module)
+
     def on_test_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0) -> None:
         self._give(pl_module, batch)
 
+    def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        self._take_back(pl_module)
+
     def on_predict_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0) -> None:
         self._give(pl_module, batch)
+
+    def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        self._take_back(pl_module)

@@ -67,3 +67,27 @@ def test_given_one_sets_the_first_hop_and_the_second_computes_its_own():
     expected = plain.hops[1].weights(question + z1, plain.hops[1].prepare(v))  # (1, 4)
     torch.testing.assert_close(out.weights[:, 1], expected)
     assert not torch.allclose(expected, torch.tensor([[0.0, 1.0, 0.0, 0.0]]))  # not the second region's map
+
+
+def test_after_each_step_the_hops_compute_their_own_maps_again():
+    torch.manual_seed(0)
+    kwargs = {"feature_dim": 6, "question_dim": 5, "attention_dim": 4, "grid_shape": (2, 2), "num_answers": 3, "hops": 2}
+    san, plain = StackedAttention(**kwargs).eval(), StackedAttention(**kwargs).eval()
+    plain.load_state_dict(san.state_dict())
+    pl_module = SimpleNamespace(san=san, encoder=SimpleNamespace(grid_shape=(2, 2)))
+    batch = {"regions": torch.tensor([[[0.0, 0.0, 0.5, 1.0], [0.5, 0.0, 1.0, 0.5]]]), "region_count": torch.tensor([2])}
+    callback = GroundTruthHops()
+    stages = [
+        (callback.on_train_batch_start, callback.on_train_batch_end),
+        (callback.on_validation_batch_start, callback.on_validation_batch_end),
+        (callback.on_test_batch_start, callback.on_test_batch_end),
+        (callback.on_predict_batch_start, callback.on_predict_batch_end),
+    ]
+    for start, end in stages:
+        start(None, pl_module, batch, 0)
+        end(None, pl_module, None, batch, 0)
+        # three questions, where the step had one: the TensorBoard samples at the end of validation
+        features, question = torch.randn(3, 4, 6), torch.randn(3, 5)
+        out, expected = san(features, question), plain(features, question)
+        torch.testing.assert_close(out.weights, expected.weights)
+        torch.testing.assert_close(out.logits, expected.logits)
