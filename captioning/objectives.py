@@ -77,7 +77,8 @@ class SoftAttention(AttentionObjective):
     backpropagation on the word cross-entropy plus the doubly stochastic penalty.
 
     Args:
-        penalty_weight: lambda of the doubly stochastic penalty (the paper's 1.0 by default).
+        penalty_weight: lambda of the doubly stochastic penalty (the paper's 1.0 by default), weighed against
+            the caption's whole log-likelihood as in eq. 14 (`caption_loss`).
         entropy_weight: weight of the mean attention entropy added to the loss, a sharpness regulariser
             (0, the paper's loss, by default; positive values make each word look at fewer places).
         inference: how the model reads at evaluation and prediction (the expectation, as trained, by default).
@@ -114,6 +115,12 @@ class SoftAttention(AttentionObjective):
 # lambda * sum_i (1 - sum_t alpha_ti)^2, with t running over the caption's real words only and the sum over
 # locations i kept as a sum (some public copies take a mean over i, which silently divides lambda by L).
 #
+# Eq. 14 adds it to the caption's whole negative log-likelihood, a sum over its words, as the original code
+# does. The loss here is taken per word (the mean cross-entropy over the batch's real words), so the penalty
+# is divided by the same count: the total is (sum of the captions' -log p(y) + lambda * their penalties) / words.
+# Dividing the cross-entropy alone would weigh the penalty by the caption length, about 12 times the paper's
+# lambda on Flickr8k, which drives the maps to uniform (docs/experiments.md, "the penalty's weight").
+#
 
 
 
@@ -148,7 +155,9 @@ def caption_loss(
     label_smoothing: float = 0.0,
     entropy_weight: float = 0.0,
 ) -> CaptionLoss:
-    """Cross-entropy over real target words plus penalty_weight * the mean doubly stochastic penalty.
+    """Xu et al.'s eq. 14 per word: (sum over captions of -log p(y) + penalty_weight * the doubly stochastic
+    penalty) / the number of real words, i.e. the mean cross-entropy plus penalty_weight * the penalties' sum
+    divided by the words (the comment above says why not by the captions).
 
     Args:
         logits: (B, T, V) next-word logits.
@@ -164,9 +173,10 @@ def caption_loss(
     cross_entropy = F.cross_entropy(
         logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id, label_smoothing=label_smoothing
     )
-    penalty = doubly_stochastic_penalty(weights, mask).mean()
+    penalties = doubly_stochastic_penalty(weights, mask)  # (B,)
     entropy = attention_entropy(weights, mask)
-    total = cross_entropy + penalty_weight * penalty + entropy_weight * entropy
+    total = cross_entropy + penalty_weight * penalties.sum() / mask.sum() + entropy_weight * entropy
+    penalty = penalties.mean()
     return CaptionLoss(total, cross_entropy, penalty, entropy)
 
 

@@ -138,7 +138,12 @@ def test_loss_masks_padding_from_both_terms():
     pen = torch.stack([((1 - weights[0].sum(0)) ** 2).sum(), ((1 - weights[1, :2].sum(0)) ** 2).sum()]).mean()
     assert torch.allclose(loss.cross_entropy, ce)
     assert torch.allclose(loss.penalty, pen)
-    assert torch.allclose(loss.total, ce + 2.0 * pen)
+    # eq. 14 per caption, -sum_t log p(y_t) + lambda * penalty, summed over the captions and divided by their 5
+    # real words: the penalty weighs against the caption's whole log-likelihood, not one word's
+    nll = -torch.log_softmax(logits, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
+    by_caption = torch.stack([nll[0].sum() + 2.0 * ((1 - weights[0].sum(0)) ** 2).sum(),
+                              nll[1, :2].sum() + 2.0 * ((1 - weights[1, :2].sum(0)) ** 2).sum()])  # fmt: skip
+    assert torch.allclose(loss.total, by_caption.sum() / 5)
     # changing the logits or weights at a padded place changes nothing
     logits2, weights2 = logits.clone(), weights.clone()
     logits2[1, 2] += 10
