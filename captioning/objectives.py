@@ -119,7 +119,7 @@ class SoftAttention(AttentionObjective):
 # does. The loss here is taken per word (the mean cross-entropy over the batch's real words), so the penalty
 # is divided by the same count: the total is (sum of the captions' -log p(y) + lambda * their penalties) / words.
 # Dividing the cross-entropy alone would weigh the penalty by the caption length, about 12 times the paper's
-# lambda on Flickr8k, which drives the maps to uniform (docs/experiments.md, "the penalty's weight").
+# lambda on Flickr8k (docs/experiments.md, "the penalty flattened the maps").
 #
 
 
