@@ -92,3 +92,59 @@ def mass_in_boxes(weights: torch.Tensor, boxes: torch.Tensor, valid: torch.Tenso
     masks = box_masks(boxes.reshape(n * r, 4).to(weights.device, weights.dtype), grid_h, grid_w).view(n, r, -1)
     union = (masks * valid.unsqueeze(-1).to(masks.dtype)).sum(dim=1).clamp(max=1.0)  # (N, L)
     return (weights * union).sum(dim=1)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Grounding on photos with several boxes per object class (`captioning.grounding`): the exact share of each cell
+# that the union of a class's boxes covers, and the pointing game (Zhang et al. 2016), at the grid's resolution and
+# at a photo's pixels. Boxes here are normalised (x0, y0, x1, y1) of the whole photo, which is what the encoder's
+# plain resize (no crop) makes of pixel boxes divided by the photo's width and height.
+
+
+def union_cover(boxes: torch.Tensor, grid_h: int, grid_w: int) -> torch.Tensor:
+    """(grid_h * grid_w,): the exact fraction of every cell's area inside the union of the normalised boxes (N, 4).
+
+    Overlapping boxes count their common area once (unlike `mass_in_boxes`, which caps the sum): the plane is cut
+    along every box edge and cell edge, and each piece is inside the union when its centre is inside some box.
+    Uniform attention's mass inside the union is then the union's share of the photo, `union_cover(...).mean()`.
+    """
+    boxes = boxes.to(torch.float64).reshape(-1, 4)
+    _check_boxes(boxes)
+    xs = torch.cat([boxes[:, [0, 2]].flatten(), torch.arange(grid_w + 1, dtype=torch.float64) / grid_w]).unique()
+    ys = torch.cat([boxes[:, [1, 3]].flatten(), torch.arange(grid_h + 1, dtype=torch.float64) / grid_h]).unique()
+    cx, cy = (xs[1:] + xs[:-1]) / 2, (ys[1:] + ys[:-1]) / 2  # the pieces' centres (X,), (Y,)
+    inside_x = (boxes[:, None, 0] <= cx) & (cx <= boxes[:, None, 2])  # (N, X)
+    inside_y = (boxes[:, None, 1] <= cy) & (cy <= boxes[:, None, 3])  # (N, Y)
+    covered = (inside_y[:, :, None] & inside_x[:, None, :]).any(dim=0)  # (Y, X)
+    area = (ys[1:] - ys[:-1])[:, None] * (xs[1:] - xs[:-1])[None, :]  # (Y, X)
+    rows = (cy * grid_h).long().clamp(max=grid_h - 1)  # the cell row of each piece
+    columns = (cx * grid_w).long().clamp(max=grid_w - 1)
+    cell = (rows[:, None] * grid_w + columns[None, :]).flatten()  # (Y * X,)
+    cover = torch.zeros(grid_h * grid_w, dtype=torch.float64)
+    cover.index_add_(0, cell, (area * covered).flatten())
+    return (cover * (grid_h * grid_w)).float()  # each cell's area is 1 / L
+
+
+def cell_centres(grid_h: int, grid_w: int) -> torch.Tensor:
+    """(grid_h * grid_w, 2): the normalised (x, y) centre of every cell, row-major."""
+    ys, xs = torch.meshgrid(
+        (torch.arange(grid_h) + 0.5) / grid_h, (torch.arange(grid_w) + 0.5) / grid_w, indexing="ij"
+    )
+    return torch.stack([xs.flatten(), ys.flatten()], dim=1)
+
+
+def inside_any(points: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+    """(P,) bool: whether each normalised point (P, 2) as (x, y) lies inside (edges included) some box (N, 4)."""
+    x, y = points[:, 0:1].double(), points[:, 1:2].double()
+    boxes = boxes.double().reshape(-1, 4)
+    return ((boxes[:, 0] <= x) & (x <= boxes[:, 2]) & (boxes[:, 1] <= y) & (y <= boxes[:, 3])).any(dim=1)
+
+
+def pixel_mask(boxes: torch.Tensor, width: int, height: int) -> torch.Tensor:
+    """(height, width) bool: the pixels of a width x height photo whose centre lies inside some pixel box (N, 4)."""
+    xs = torch.arange(width, dtype=torch.float64) + 0.5
+    ys = torch.arange(height, dtype=torch.float64) + 0.5
+    boxes = boxes.double().reshape(-1, 4)
+    in_x = (boxes[:, None, 0] <= xs) & (xs <= boxes[:, None, 2])  # (N, W)
+    in_y = (boxes[:, None, 1] <= ys) & (ys <= boxes[:, None, 3])  # (N, H)
+    return (in_y[:, :, None] & in_x[:, None, :]).any(dim=0)

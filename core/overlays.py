@@ -143,14 +143,21 @@ def heat_maps(
     weights: Tensor, grid: tuple[int, int], size: tuple[int, int], scale: DisplayScale = FixedScale()
 ) -> list[np.ndarray]:
     """`upsample` for every row of weights (N, L): one (height, width) map per word or hop."""
-    width, height = size
     rows, columns = grid
     if weights.shape[-1] != rows * columns:
         raise ValueError(f"expected {rows}x{columns} = {rows * columns} attention weights, got {weights.shape[-1]}")
     values = scale.values(weights.detach().to("cpu", torch.float32).reshape(-1, rows * columns))  # (N, L) in [0, 1]
-    cells = values.reshape(-1, 1, rows, columns)  # (N, 1, rows, columns)
-    heat = F.interpolate(cells, size=(height, width), mode="bilinear", align_corners=False)[:, 0]  # (N, H, W)
-    return list(heat.numpy())
+    return list(spread(values, grid, size).numpy())
+
+
+def spread(values: Tensor, grid: tuple[int, int], size: tuple[int, int]) -> Tensor:
+    """(N, L) values of a rows x columns grid -> (N, height, width) at a photo of `size` (width, height): the bilinear
+    stretch every overlay is drawn with (`upsample`'s docstring says where each cell lands). Attention weights
+    spread so keep their proportions, which is how `captioning.grounding` scores a map at the photo's pixels."""
+    width, height = size
+    rows, columns = grid
+    cells = values.detach().to("cpu", torch.float32).reshape(-1, 1, rows, columns)  # (N, 1, rows, columns)
+    return F.interpolate(cells, size=(height, width), mode="bilinear", align_corners=False)[:, 0]  # (N, H, W)
 
 
 def colorize(heat: np.ndarray) -> np.ndarray:

@@ -1,0 +1,406 @@
+"""Grounding: does the map drawn for a word land on the object the word names? Measured on photos with boxes.
+
+    python -m captioning.grounding --images PATH/TO/coco-boxes/images --boxes PATH/TO/coco-boxes/boxes.json
+    python -m captioning.grounding --images photos/ --boxes my_boxes.json --model runs/.../best.ckpt --output grounding.json
+
+Each photo is captioned as the app captions it (`Captioner`, beam 3 by default). Every caption word that names an
+object class (`ObjectWords`: a word list per class, `object_words.json` by default, e.g. man, woman, boy -> person;
+bike -> bicycle or motorcycle) makes a word-object pair when the photo has a box of one of those classes, and a
+hallucinated object when it has none (CHAIR_i of Rohrbach et al. 2018: hallucinated / all object words). For each
+pair, with the word's attention map over the encoder's grid:
+
+* **mass inside**: the attention mass inside the union of the class's boxes (attention correctness, Liu et al.
+  2017). A grid cell counts with the exact share of its area the union covers.
+* **pointing**: whether the centre of the most attended cell lies inside a box (the pointing game, Zhang et al. 2016).
+
+Both also at the photo's own pixels, on the map as the overlays draw it (`core.overlays.spread`, bilinear): mass
+over the pixels whose centre is inside a box, and whether the brightest pixel is. And the baselines of each pair:
+uniform attention (its mass inside is the union's share of the photo), a random cell (the share of cell centres
+inside; at pixels, of pixel centres) and the photo's centre point. The encoder resizes the whole photo to its input
+(no crop), so grid cell (r, c) of a rows x columns grid covers x in [c, c+1] / columns and y in [r, r+1] / rows of
+the photo: boxes are divided by the photo's width and height and compared with the grid there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from jsonargparse import auto_cli
+from torch import Tensor
+
+from captioning.pretrained import Captioner
+from core.attention import map_entropy
+from core.attention_correctness import cell_centres, inside_any, pixel_mask, union_cover
+from core.overlays import spread
+from data.boxes import BoxedPhoto, read_boxes
+from data.errors import DatasetFormatError
+from data.images import ImageLoadError, load_image
+from data.json_files import read_json_object
+
+DEFAULT_WORDS = Path(__file__).with_name("object_words.json")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Which caption words name which object classes.
+
+
+@dataclass(frozen=True)
+class Mention:
+    """A caption word (or phrase) that names an object class: where it is, what it says, which classes it may name.
+
+    `position` is the caption index of the phrase's last word ("teddy bear": "bear"), the word whose map is scored.
+    """
+
+    position: int
+    phrase: str
+    classes: frozenset[str]
+
+
+class ObjectWords:
+    """The words and phrases that name each object class: {class: [word or phrase, ...]}.
+
+    A phrase may name several classes ("bike": bicycle and motorcycle); a caption is read left to right taking the
+    longest phrase that starts at each word, so "hot dog" names a hot dog, not a dog.
+
+    Args:
+        classes: the class names of the boxes file (COCO's own for `object_words.json`) and their words.
+    """
+
+    def __init__(self, *, classes: Mapping[str, Sequence[str]]) -> None:
+        self.phrases: dict[tuple[str, ...], set[str]] = defaultdict(set)
+        for name, words in classes.items():
+            for phrase in words:
+                tokens = tuple(phrase.lower().split())
+                if tokens:
+                    self.phrases[tokens].add(name)
+        if not self.phrases:
+            raise ValueError("the word list names no class: give each class at least one word")
+        self.longest = max(len(tokens) for tokens in self.phrases)
+
+    @classmethod
+    def read(cls, path: str | Path = DEFAULT_WORDS) -> ObjectWords:
+        """The word list of a JSON file `{"classes": {class: [word, ...]}}` (the layout of `object_words.json`).
+
+        Raises:
+            FileNotFoundError: no such file.
+            DatasetFormatError: it is not that layout (the message names the file and the entry).
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"word list {path} does not exist (a JSON file laid out as {DEFAULT_WORDS.name})")
+        classes = read_json_object(path).get("classes")
+        if not isinstance(classes, dict) or not classes:
+            raise DatasetFormatError(f"{path}: expected {{'classes': {{class name: [word, ...]}}}}")
+        for name, words in classes.items():
+            if not isinstance(words, list) or not all(isinstance(word, str) for word in words):
+                raise DatasetFormatError(f"{path}: classes[{name!r}] must be a list of words, got {words!r}")
+        return cls(classes=classes)
+
+    def mentions(self, words: Sequence[str]) -> list[Mention]:
+        """The object words of a caption, left to right (the longest phrase first at each word)."""
+        words = [word.lower() for word in words]
+        found, start = [], 0
+        while start < len(words):
+            for length in range(min(self.longest, len(words) - start), 0, -1):
+                tokens = tuple(words[start : start + length])
+                if tokens in self.phrases:
+                    found.append(Mention(start + length - 1, " ".join(tokens), frozenset(self.phrases[tokens])))
+                    start += length
+                    break
+            else:
+                start += 1
+        return found
+
+
+# ----------------------------------------------------------------------------------------------------
+# One word-object pair.
+
+
+@dataclass(frozen=True)
+class PairScore:
+    """How one word's map lands on the boxes of the object it names, and what the baselines score there."""
+
+    photo: str
+    word: str
+    position: int  # the word's index in the caption
+    classes: tuple[str, ...]  # the named classes that have boxes in the photo
+    box_share: float  # the union of their boxes' share of the photo
+    mass: float  # attention mass inside the union, at the grid's resolution
+    pointed: bool  # the most attended cell's centre is inside a box
+    mass_pixels: float  # the same two at the photo's pixels, on the map as drawn
+    pointed_pixels: bool
+    random_cell: float  # the share of cell centres inside a box: a random cell's chance to point right
+    random_pixel: float  # the share of pixel centres inside a box (also uniform attention's mass at pixels)
+    centre: bool  # the photo's centre point is inside a box
+    entropy: float  # the map's entropy in nats (ln L for uniform attention)
+
+    @property
+    def uniform(self) -> float:
+        """Uniform attention's mass inside the union at the grid's resolution: the union's share of the photo."""
+        return self.box_share
+
+
+def score_pair(weights: Tensor, photo: BoxedPhoto, mention: Mention, *, word: str | None = None) -> PairScore:
+    """Score the map of one mention against the boxes of its classes in the photo.
+
+    Args:
+        weights: (rows, columns) the word's attention over the encoder's grid (sums to 1).
+        photo: the photo's size and boxes; at least one box must belong to one of the mention's classes.
+        mention: the object word, its position and classes.
+    """
+    rows, columns = weights.shape
+    present = tuple(sorted(mention.classes & photo.classes))
+    if not present:
+        raise ValueError(f"{photo.file} has no box of {sorted(mention.classes)}: {mention.phrase!r} is hallucinated")
+    width, height = photo.size
+    pixel_boxes = torch.tensor(photo.boxes_of(set(present)), dtype=torch.float64)  # (N, 4)
+    boxes = pixel_boxes / torch.tensor([width, height, width, height], dtype=torch.float64)  # normalised
+    cover = union_cover(boxes, rows, columns)  # (L,)
+    flat = weights.reshape(-1).float()  # (L,)
+    centres = cell_centres(rows, columns)  # (L, 2)
+    centre_inside = inside_any(centres, boxes)  # (L,)
+    mask = pixel_mask(pixel_boxes, width, height)  # (H, W)
+    drawn = spread(flat[None], (rows, columns), photo.size)[0].double()  # (H, W)
+    return PairScore(
+        photo=photo.file,
+        word=word or mention.phrase,
+        position=mention.position,
+        classes=present,
+        box_share=float(cover.mean()),
+        mass=float((flat * cover).sum() / flat.sum()),
+        pointed=bool(centre_inside[flat.argmax()]),
+        mass_pixels=float(drawn[mask].sum() / drawn.sum()),
+        pointed_pixels=bool(mask.flatten()[drawn.argmax()]),
+        random_cell=float(centre_inside.float().mean()),
+        random_pixel=float(mask.float().mean()),
+        centre=bool(inside_any(torch.tensor([[0.5, 0.5]]), boxes)[0]),
+        entropy=float(map_entropy(flat)),
+    )
+
+
+# ----------------------------------------------------------------------------------------------------
+# A set of photos.
+
+
+@dataclass(frozen=True)
+class Hallucination:
+    """An object word whose classes have no box in the photo."""
+
+    photo: str
+    word: str
+    classes: tuple[str, ...]
+
+
+@dataclass
+class GroundingReport:
+    """Every pair and hallucinated word of a run, and the means a reader compares."""
+
+    model: str
+    grid: tuple[int, int]
+    beam_size: int
+    photos: int = 0
+    captions: dict[str, str] = field(default_factory=dict)
+    pairs: list[PairScore] = field(default_factory=list)
+    hallucinations: list[Hallucination] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def means(self, pairs: Sequence[PairScore] | None = None) -> dict[str, float]:
+        """The mean of every measure over `pairs` (all pairs by default); an empty list gives NaN."""
+        pairs = self.pairs if pairs is None else pairs
+
+        def mean(get: Callable[[PairScore], float]) -> float:
+            return sum(get(pair) for pair in pairs) / len(pairs) if pairs else math.nan
+
+        return {
+            "pairs": len(pairs),
+            "mass": mean(lambda p: p.mass),
+            "pointing": mean(lambda p: p.pointed),
+            "mass_pixels": mean(lambda p: p.mass_pixels),
+            "pointing_pixels": mean(lambda p: p.pointed_pixels),
+            "uniform": mean(lambda p: p.uniform),
+            "random_cell": mean(lambda p: p.random_cell),
+            "random_pixel": mean(lambda p: p.random_pixel),
+            "centre": mean(lambda p: p.centre),
+            "entropy": mean(lambda p: p.entropy),
+        }
+
+    def groups(self, key: Callable[[PairScore], str]) -> dict[str, dict[str, float]]:
+        """`means` per group of pairs, the groups in order of size."""
+        grouped: dict[str, list[PairScore]] = defaultdict(list)
+        for pair in self.pairs:
+            grouped[key(pair)].append(pair)
+        return {name: self.means(group) for name, group in sorted(grouped.items(), key=lambda item: -len(item[1]))}
+
+    @property
+    def hallucination_rate(self) -> float:
+        """Hallucinated object words over all object words (CHAIR_i)."""
+        total = len(self.pairs) + len(self.hallucinations)
+        return len(self.hallucinations) / total if total else math.nan
+
+    def to_json(self) -> dict:
+        """Everything, for `--output`: the means, the groups, every pair and hallucination, every caption."""
+        return {
+            "model": self.model,
+            "grid": list(self.grid),
+            "beam_size": self.beam_size,
+            "photos": self.photos,
+            "skipped": self.skipped,
+            "means": self.means(),
+            "by_class": self.groups(by_class),
+            "by_position": self.groups(by_position),
+            "by_box_share": self.groups(by_box_share),
+            "hallucination_rate": self.hallucination_rate,
+            "hallucinations": [asdict(h) for h in self.hallucinations],
+            "pairs": [asdict(pair) for pair in self.pairs],
+            "captions": self.captions,
+        }
+
+    def table(self) -> str:
+        """The means as a plain-text table for a terminal."""
+        m = self.means()
+        rows, columns = self.grid
+        lines = [
+            f"{self.model}: {self.photos} photos, beam {self.beam_size}, {m['pairs']} word-object pairs "
+            f"on a {rows}x{columns} grid (mean map entropy {m['entropy']:.2f} of {math.log(rows * columns):.2f})",
+            "",
+            f"{'':<22}{'mass inside':>12}{'pointing':>10}{'mass (pixels)':>15}{'pointing (pixels)':>19}",
+            f"{'attention':<22}{m['mass']:>12.3f}{m['pointing']:>10.3f}{m['mass_pixels']:>15.3f}{m['pointing_pixels']:>19.3f}",
+            f"{'uniform':<22}{m['uniform']:>12.3f}{'':>10}{m['random_pixel']:>15.3f}{'':>19}",
+            f"{'random cell / pixel':<22}{'':>12}{m['random_cell']:>10.3f}{'':>15}{m['random_pixel']:>19.3f}",
+            f"{'centre point':<22}{'':>12}{m['centre']:>10.3f}{'':>15}{m['centre']:>19.3f}",
+            "",
+            f"hallucinated objects: {len(self.hallucinations)} of {len(self.pairs) + len(self.hallucinations)} "
+            f"object words ({self.hallucination_rate:.1%})"
+            + (": " + ", ".join(f"{w} x{n}" for w, n in Counter(h.word for h in self.hallucinations).most_common(8)) if self.hallucinations else ""),
+        ]
+        for title, key in (("class", by_class), ("word position", by_position), ("box share of the photo", by_box_share)):
+            lines += ["", f"{'by ' + title:<22}{'pairs':>6}{'mass':>7}{'uniform':>9}{'pointing':>10}{'centre':>8}"]
+            for name, g in list(self.groups(key).items())[:12]:
+                lines.append(
+                    f"{name:<22}{g['pairs']:>6}{g['mass']:>7.2f}{g['uniform']:>9.2f}{g['pointing']:>10.2f}{g['centre']:>8.2f}"
+                )
+        if self.skipped:
+            lines += ["", f"skipped {len(self.skipped)} photos: " + "; ".join(self.skipped[:5])]
+        return "\n".join(lines)
+
+
+def by_class(pair: PairScore) -> str:
+    return "/".join(pair.classes)
+
+
+def by_position(pair: PairScore) -> str:
+    """Words 1-2, 3-5, 6 and later (1-based): the subject usually comes first."""
+    return "word 1-2" if pair.position < 2 else "word 3-5" if pair.position < 5 else "word 6+"
+
+
+def by_box_share(pair: PairScore) -> str:
+    return "under 10%" if pair.box_share < 0.1 else "10-30%" if pair.box_share < 0.3 else "30% or more"
+
+
+def ground(
+    captioner: Captioner,
+    photos: Sequence[BoxedPhoto],
+    images: Path,
+    *,
+    words: ObjectWords,
+    beam_size: int = 3,
+    model_name: str = "",
+) -> GroundingReport:
+    """Caption every photo with `captioner` (as the app does) and score every object word's map.
+
+    A photo that is missing or unreadable, or whose size is not the boxes file's, is skipped and named in
+    `report.skipped` (a rotated or resized copy would put the boxes in the wrong place).
+    """
+    report = GroundingReport(model=model_name, grid=tuple(captioner.model.encoder.grid_shape), beam_size=beam_size)
+    loaded: list[tuple[BoxedPhoto, object]] = []
+    for photo in photos:
+        try:
+            image = load_image(images / photo.file)
+        except ImageLoadError as error:
+            report.skipped.append(str(error))
+            continue
+        if image.size != photo.size:
+            report.skipped.append(f"{photo.file}: the image is {image.size[0]}x{image.size[1]}, the boxes file says "
+                                  f"{photo.size[0]}x{photo.size[1]}")
+            continue
+        loaded.append((photo, image))
+    batch = captioner.batch_size
+    for start in range(0, len(loaded), batch):
+        chunk = loaded[start : start + batch]
+        captions = captioner.caption([image for _, image in chunk], beam_size=beam_size)
+        for (photo, _), caption in zip(chunk, captions):
+            report.photos += 1
+            report.captions[photo.file] = caption.text
+            for mention in words.mentions(caption.words):
+                if mention.classes & photo.classes:
+                    report.pairs.append(score_pair(caption.attention[mention.position], photo, mention))
+                else:
+                    report.hallucinations.append(Hallucination(photo.file, mention.phrase, tuple(sorted(mention.classes))))
+    return report
+
+
+def load_captioner(model: str) -> Captioner:
+    """A bundled model by name, or a captioning checkpoint by path."""
+    if Path(model).is_file():
+        return Captioner.from_checkpoint(model)
+    if model in Captioner.available():
+        return Captioner.from_pretrained(model)
+    raise FileNotFoundError(
+        f"--model {model!r} is neither a checkpoint file nor a bundled model ({', '.join(Captioner.available())})"
+    )
+
+
+def grounding(
+    *,
+    images: Path,
+    boxes: Path,
+    model: str = "flickr8k-soft",
+    beam_size: int = 3,
+    words: Path = DEFAULT_WORDS,
+    output: Path | None = None,
+) -> GroundingReport:
+    """Caption photos with boxes and measure where each object word's attention lands.
+
+    Args:
+        images: the folder of the photos the boxes file names.
+        boxes: a JSON file of boxes: the coco-boxes layout ({"images": {file: {"size", "objects"}}}) or a COCO
+            instances file (data.boxes).
+        model: a bundled captioning model's name (flickr8k-soft, flickr8k-hard, ...) or a checkpoint's path.
+        beam_size: the beam width (the app's default is 3).
+        words: the JSON word list that links caption words to box classes (captioning/object_words.json).
+        output: also write every pair, hallucination, caption and mean to this JSON file.
+    """
+    if not Path(images).is_dir():
+        raise FileNotFoundError(f"--images {images} is not a folder (the folder of the photos the boxes file names)")
+    photos = read_boxes(boxes)
+    object_words = ObjectWords.read(words)
+    captioner = load_captioner(model)
+    report = ground(captioner, photos, Path(images), words=object_words, beam_size=beam_size, model_name=model)
+    if report.photos == 0:
+        raise FileNotFoundError(f"no photo of {boxes} could be read from {images}: " + "; ".join(report.skipped[:3]))
+    print(report.table())
+    if output is not None:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        Path(output).write_text(json.dumps(report.to_json(), indent=1))
+        print(f"\nwrote {output}")
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        auto_cli(grounding, args=argv, as_positional=False)
+    except (FileNotFoundError, ValueError) as error:  # DatasetFormatError, CheckpointError, UnknownModelError too
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
