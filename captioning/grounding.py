@@ -35,6 +35,7 @@ import torch
 from jsonargparse import auto_cli
 from torch import Tensor
 
+from captioning.explanations import AttentionWeights, WordMaps
 from captioning.pretrained import Captioner
 from core.attention import map_entropy
 from core.attention_correctness import cell_centres, inside_any, pixel_mask, union_cover
@@ -271,7 +272,7 @@ class GroundingReport:
             f"on a {rows}x{columns} grid (mean map entropy {m['entropy']:.2f} of {math.log(rows * columns):.2f})",
             "",
             f"{'':<22}{'mass inside':>12}{'pointing':>10}{'mass (pixels)':>15}{'pointing (pixels)':>19}",
-            f"{'attention':<22}{m['mass']:>12.3f}{m['pointing']:>10.3f}{m['mass_pixels']:>15.3f}{m['pointing_pixels']:>19.3f}",
+            f"{'word maps':<22}{m['mass']:>12.3f}{m['pointing']:>10.3f}{m['mass_pixels']:>15.3f}{m['pointing_pixels']:>19.3f}",
             f"{'uniform':<22}{m['uniform']:>12.3f}{'':>10}{m['random_pixel']:>15.3f}{'':>19}",
             f"{'random cell / pixel':<22}{'':>12}{m['random_cell']:>10.3f}{'':>15}{m['random_pixel']:>19.3f}",
             f"{'centre point':<22}{'':>12}{m['centre']:>10.3f}{'':>15}{m['centre']:>19.3f}",
@@ -311,9 +312,11 @@ def ground(
     *,
     words: ObjectWords,
     beam_size: int = 3,
+    maps: WordMaps = AttentionWeights(),
     model_name: str = "",
 ) -> GroundingReport:
-    """Caption every photo with `captioner` (as the app does) and score every object word's map.
+    """Caption every photo with `captioner` (as the app does) and score every object word's map (`maps`: the
+    attention weights by default, or a gradient-based map of `captioning.explanations`).
 
     A photo that is missing or unreadable, or whose size is not the boxes file's, is skipped and named in
     `report.skipped` (a rotated or resized copy would put the boxes in the wrong place).
@@ -334,13 +337,14 @@ def ground(
     batch = captioner.batch_size
     for start in range(0, len(loaded), batch):
         chunk = loaded[start : start + batch]
-        captions = captioner.caption([image for _, image in chunk], beam_size=beam_size)
-        for (photo, _), caption in zip(chunk, captions):
+        images = [image for _, image in chunk]
+        captions = captioner.caption(images, beam_size=beam_size)
+        for (photo, _), caption, word_maps in zip(chunk, captions, maps(captioner.model, images, captions)):
             report.photos += 1
             report.captions[photo.file] = caption.text
             for mention in words.mentions(caption.words):
                 if mention.classes & photo.classes:
-                    report.pairs.append(score_pair(caption.attention[mention.position], photo, mention))
+                    report.pairs.append(score_pair(word_maps[mention.position], photo, mention))
                 else:
                     report.hallucinations.append(Hallucination(photo.file, mention.phrase, tuple(sorted(mention.classes))))
     return report
@@ -364,6 +368,7 @@ def grounding(
     model: str = "flickr8k-soft",
     beam_size: int = 3,
     words: Path = DEFAULT_WORDS,
+    maps: WordMaps | None = None,
     output: Path | None = None,
 ) -> GroundingReport:
     """Caption photos with boxes and measure where each object word's attention lands.
@@ -375,6 +380,8 @@ def grounding(
         model: a bundled captioning model's name (flickr8k-soft, flickr8k-hard, ...) or a checkpoint's path.
         beam_size: the beam width (the app's default is 3).
         words: the JSON word list that links caption words to box classes (captioning/object_words.json).
+        maps: which map of each word to score: the attention weights the app draws (by default), or a
+            gradient-based map, captioning.explanations.GradCAM or captioning.explanations.GradientTimesInput.
         output: also write every pair, hallucination, caption and mean to this JSON file.
     """
     if not Path(images).is_dir():
@@ -382,7 +389,10 @@ def grounding(
     photos = read_boxes(boxes)
     object_words = ObjectWords.read(words)
     captioner = load_captioner(model)
-    report = ground(captioner, photos, Path(images), words=object_words, beam_size=beam_size, model_name=model)
+    report = ground(
+        captioner, photos, Path(images), words=object_words, beam_size=beam_size, maps=maps or AttentionWeights(),
+        model_name=model if maps is None else f"{model} ({type(maps).__name__})",
+    )
     if report.photos == 0:
         raise FileNotFoundError(f"no photo of {boxes} could be read from {images}: " + "; ".join(report.skipped[:3]))
     print(report.table())
