@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from jsonargparse import auto_cli
+from jsonargparse import ArgumentParser
 from torch import Tensor
 
 from captioning.explanations import AttentionWeights, WordMaps
@@ -403,9 +403,21 @@ def grounding(
     return report
 
 
+def parser() -> ArgumentParser:
+    """The command line of `grounding`, read from its signature and docstring."""
+    parser = ArgumentParser(
+        prog="python -m captioning.grounding",
+        description="Caption photos with object boxes and measure where each object word's map lands.",
+    )
+    parser.add_function_arguments(grounding, as_positional=False)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    command = parser()
+    arguments = command.instantiate(command.parse_args(argv))
     try:
-        auto_cli(grounding, args=argv, as_positional=False)
+        grounding(**{name: arguments[name] for name in arguments.keys()})
     except (FileNotFoundError, ValueError) as error:  # DatasetFormatError, CheckpointError, UnknownModelError too
         print(f"error: {error}", file=sys.stderr)
         return 2
