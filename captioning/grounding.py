@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+from PIL import Image
 from jsonargparse import ArgumentParser
 from torch import Tensor
 
@@ -322,24 +323,12 @@ def ground(
     `report.skipped` (a rotated or resized copy would put the boxes in the wrong place).
     """
     report = GroundingReport(model=model_name, grid=tuple(captioner.model.encoder.grid_shape), beam_size=beam_size)
-    loaded: list[tuple[BoxedPhoto, object]] = []
-    for photo in photos:
-        try:
-            image = load_image(images / photo.file)
-        except ImageLoadError as error:
-            report.skipped.append(str(error))
-            continue
-        if image.size != photo.size:
-            report.skipped.append(f"{photo.file}: the image is {image.size[0]}x{image.size[1]}, the boxes file says "
-                                  f"{photo.size[0]}x{photo.size[1]}")
-            continue
-        loaded.append((photo, image))
-    batch = captioner.batch_size
-    for start in range(0, len(loaded), batch):
-        chunk = loaded[start : start + batch]
-        images = [image for _, image in chunk]
-        captions = captioner.caption(images, beam_size=beam_size)
-        for (photo, _), caption, word_maps in zip(chunk, captions, maps(captioner.model, images, captions)):
+    for start in range(0, len(photos), captioner.batch_size):  # a batch's photos in memory at a time
+        chunk = [(photo, image) for photo in photos[start : start + captioner.batch_size]
+                 if (image := _read_photo(images, photo, report.skipped)) is not None]
+        pictures = [image for _, image in chunk]
+        captions = captioner.caption(pictures, beam_size=beam_size)
+        for (photo, _), caption, word_maps in zip(chunk, captions, maps(captioner.model, pictures, captions)):
             report.photos += 1
             report.captions[photo.file] = caption.text
             for mention in words.mentions(caption.words):
@@ -348,6 +337,20 @@ def ground(
                 else:
                     report.hallucinations.append(Hallucination(photo.file, mention.phrase, tuple(sorted(mention.classes))))
     return report
+
+
+def _read_photo(images: Path, photo: BoxedPhoto, skipped: list[str]) -> Image.Image | None:
+    """The photo of `photo.file` in `images`, or None with the reason added to `skipped`."""
+    try:
+        image = load_image(images / photo.file)
+    except ImageLoadError as error:
+        skipped.append(str(error))
+        return None
+    if image.size != photo.size:
+        width, height = image.size
+        skipped.append(f"{photo.file}: the image is {width}x{height}, the boxes file says {photo.size[0]}x{photo.size[1]}")
+        return None
+    return image
 
 
 def load_captioner(model: str) -> Captioner:
