@@ -149,7 +149,7 @@ class PairScore:
         return self.box_share
 
 
-def score_pair(weights: Tensor, photo: BoxedPhoto, mention: Mention, *, word: str | None = None) -> PairScore:
+def score_pair(weights: Tensor, photo: BoxedPhoto, mention: Mention) -> PairScore:
     """Score the map of one mention against the boxes of its classes in the photo.
 
     Args:
@@ -172,7 +172,7 @@ def score_pair(weights: Tensor, photo: BoxedPhoto, mention: Mention, *, word: st
     drawn = spread(flat[None], (rows, columns), photo.size)[0].double()  # (H, W)
     return PairScore(
         photo=photo.file,
-        word=word or mention.phrase,
+        word=mention.phrase,
         position=mention.position,
         classes=present,
         box_share=float(cover.mean()),
