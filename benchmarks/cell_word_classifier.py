@@ -18,6 +18,7 @@ About 4 minutes on one core once the Flickr8k feature cache of the training phot
 from __future__ import annotations
 
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -26,7 +27,7 @@ from jsonargparse import auto_cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from captioning.grounding import DEFAULT_WORDS, ObjectWords, ground, load_captioner, score_pair  # noqa: E402
+from captioning.grounding import DEFAULT_WORDS, Mention, ObjectWords, ground, load_captioner, score_pair  # noqa: E402
 from core.encoder import EfficientNetLite  # noqa: E402
 from core.features import FeatureCache  # noqa: E402
 from data.boxes import read_boxes  # noqa: E402
@@ -103,26 +104,25 @@ def main(
     photos = read_boxes(boxes)
     report = ground(captioner, photos, images, words=object_words, model_name=model)
     by_file = {photo.file: photo for photo in photos}
-    mentions = [
-        (pair, next(m for m in object_words.mentions(report.captions[pair.photo].split()) if m.position == pair.position))
-        for pair in report.pairs
-    ]
-    print(f"\n{model}'s attention at {captioner.model.encoder.input_shape[0]} px: {len(report.pairs)} pairs, "
-          f"mass {report.means()['mass']:.3f}, pointing {report.means()['pointing']:.3f}, "
-          f"centre point {report.means()['centre']:.3f}")
+    pairs_of: dict[str, list] = defaultdict(list)  # the pairs of each photo whose word the classifier knows
+    for pair in report.pairs:
+        word = report.captions[pair.photo].split()[pair.position]  # the phrase's last word, whose map is scored
+        if word in words:
+            pairs_of[pair.photo].append((pair, words.index(word)))
+    means = report.means()
+    print(f"\n{model}'s attention at {captioner.model.encoder.input_shape[0]} px: {means['pairs']} pairs, "
+          f"mass {means['mass']:.3f}, pointing {means['pointing']:.3f}, centre point {means['centre']:.3f}")
     classifier.eval()
     for size in sizes:
         reader = EfficientNetLite(image_size=size).eval()
         transform, (rows, columns) = reader.transform(), reader.grid_shape
         scores = []
         with torch.no_grad():
-            for file in sorted({pair.photo for pair, _ in mentions}):
-                grid = reader(transform(load_image(images / file))[None])[0]  # (L, D)
-                for pair, mention in mentions:
-                    word = report.captions[pair.photo].split()[pair.position]
-                    if pair.photo == file and word in words:
-                        cam = torch.softmax(classifier(grid)[:, words.index(word)], dim=0).reshape(rows, columns)
-                        scores.append(score_pair(cam, by_file[file], mention))
+            for file, pairs in pairs_of.items():
+                logits = classifier(reader(transform(load_image(images / file))[None])[0])  # (L, W)
+                for pair, column in pairs:
+                    cam = torch.softmax(logits[:, column], dim=0).reshape(rows, columns)
+                    scores.append(score_pair(cam, by_file[file], Mention(pair.position, pair.word, frozenset(pair.classes))))
         count = len(scores)
         print(f"word classifier maps at {size} px ({rows}x{columns}): {count} pairs, "
               f"mass {sum(s.mass for s in scores) / count:.3f}, pointing {sum(s.pointed for s in scores) / count:.3f}")
