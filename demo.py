@@ -54,7 +54,8 @@ import re
 import signal
 import time
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, Set
+from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
@@ -252,11 +253,65 @@ def chosen(models: Mapping[str, Any], name: Any) -> Any:
     return model
 
 
+OVERLAY_TITLE = re.compile(r"(?P<label>.+): (?P<share>\d+)% on top (?P<area>\d+)%")  # what overlay_title writes
+
+
+def overlay_title(label: str, share: float) -> str:
+    """An overlay's title in a gallery: what it shows (a word, "hop 2") and how concentrated its attention is,
+    "dog: 62% on top 5%" (`core.concentration.short_share`)."""
+    return f"{label}: {short_share(share)}"
+
+
+@dataclass(frozen=True)
+class CaptionAnswer:
+    """What the Caption tab answers, in the page and to an API caller of `/caption`: the caption, one overlay per word
+    in caption order, each titled `overlay_title(word, share)`, and the export zip (None in the first of the two
+    answers, sent before the zip is written). Clients check an answer against this one description
+    (`from_api`, then `problem`): the load and latency benchmarks and the tests do, so a change here changes them."""
+
+    text: str
+    pictures: tuple[str | None, ...]  # the overlays' files (paths, or URLs when a client did not download them)
+    titles: tuple[str | None, ...]
+    archive: str | None
+
+    @classmethod
+    def from_api(cls, result: object) -> CaptionAnswer:
+        """An answer as `gradio_client` returns it: (text, [{"image": file, "caption": title}, ...], file or None),
+        a file being a path, or a dict with its "url" (or "path") when the client does not download files.
+        ValueError when the answer is not of that form."""
+
+        def file_of(value: object) -> str | None:
+            return value.get("url") or value.get("path") if isinstance(value, dict) else value or None  # type: ignore[return-value]
+
+        try:
+            text, gallery, archive = result  # type: ignore[misc]
+            items = [(file_of(item["image"]), item["caption"]) for item in gallery or []]
+        except (TypeError, ValueError, KeyError) as error:
+            raise ValueError(f"not a (caption, gallery, zip) answer: {result!r}"[:200]) from error
+        if not isinstance(text, str):
+            raise ValueError(f"a caption that is not text: {text!r}"[:200])
+        return cls(text, tuple(p for p, _ in items), tuple(t for _, t in items), file_of(archive))
+
+    def problem(self, vocabulary: Set[str] | None = None, *, with_zip: bool = True) -> str | None:
+        """Why this answer is not what the app promises, or None when it is: caption words (of `vocabulary`, when
+        given), an overlay file per word titled with that word and a concentration, and the zip (`with_zip`) or
+        not yet."""
+        words = self.text.split()
+        if not words or (vocabulary is not None and not set(words) <= vocabulary):
+            return f"caption not in the model's words: {self.text!r}"
+        labels = [match["label"] if (match := OVERLAY_TITLE.fullmatch(title or "")) else None for title in self.titles]
+        if labels != words or not all(self.pictures):
+            return f"{len(self.pictures)} overlays titled {list(self.titles)} for the {len(words)} words of {self.text!r}"[:300]
+        if bool(self.archive) != with_zip:
+            return "no export zip" if with_zip else "an export zip in the first answer"
+        return None
+
+
 def caption_gallery(drawn: CaptionOverlays, words: Sequence[str], folder: Path) -> tuple[str, Gallery]:
     """A caption as a page shows it: its text, and its overlays' JPEG previews written into `folder`, each titled
     with its word and how concentrated its attention is ("circle: 62% on top 5%")."""
     previews = drawn.write_previews(folder)
-    titles = [f"{word}: {short_share(share)}" for word, share in zip(words, drawn.concentration)]
+    titles = [overlay_title(word, share) for word, share in zip(words, drawn.concentration)]
     text = " ".join(words) or "(the model ended the caption without a word)"
     return text, [(str(path), title) for path, title in zip(previews, titles)]
 
@@ -322,7 +377,7 @@ class Handlers:
         if notice is not None:
             gr.Warning(notice)
         hops = [
-            (str(folder / f"hop_{k}.png"), f"hop {k}: {short_share(share)}")
+            (str(folder / f"hop_{k}.png"), overlay_title(f"hop {k}", share))
             for k, share in enumerate(record["concentration"], start=1)
         ]
         return {answer_words(answer): probability for answer, probability in record["answers"]}, hops

@@ -1,6 +1,6 @@
 """Latency of the demo app's Caption tab, end to end through HTTP and for the handler alone.
 
-    python benchmarks/app_latency.py [--requests 20] [--clients 20] [--beam-size 3] [--model NAME]
+    python benchmarks/app_latency.py [--requests 20] [--warmup 2] [--clients 20] [--beam-size 3] [--model NAME]
     taskset -c 0,1 python benchmarks/app_latency.py        # the goal's setting: 2 cores
 
 The goal: caption + overlays for one 640x480 photo with beam 3 on 2 cores, median latency at most 0.5 s,
@@ -10,7 +10,7 @@ The app (`demo.build_app` with the bundled checkpoints) is served on a free 127.
 (this script run with `--serve PORT`), as `python demo.py` would serve it, so the clients' own work does not
 share the server's interpreter. The photo is scikit-image's coffee resized to 640x480 and saved as JPEG.
 The Caption handler is a generator: it answers first with the caption and the gallery (JPEG copies of the
-word overlays), then again with the export zip. Measured, each after 2 warm-up requests:
+word overlays), then again with the export zip. Measured, each after `--warmup` untimed requests (2):
 
 * `sequential`: `--requests` Caption requests in a row through `gradio_client` (upload, queue, handler,
   output files copied into Gradio's cache): `first`, until the caption and gallery are answered and every
@@ -60,7 +60,7 @@ from captioning.bundled import CAPTION_CHECKPOINTS  # noqa: E402  (a registry of
 
 DEFAULT_MODEL = next(iter(CAPTION_CHECKPOINTS))  # the app's first choice: soft attention trained on Flickr8k
 
-WARMUP = 2
+WARMUP = 2  # untimed requests (and handler calls) first, by default
 GOAL_S = 0.5  # the goal's median latency of a caption and its overlays
 PHOTO_SIZE = (640, 480)
 READY = "APP_LATENCY_READY "  # the server child's first stdout line starts with this, then a JSON object
@@ -172,15 +172,14 @@ def file_url(value: object) -> str | None:
 
 
 def answered(result: object, *, with_zip: bool) -> bool:
-    """A Caption answer: a non-empty caption, one gallery item per word, and the export zip (`with_zip`) or
-    none yet (the first answer)."""
+    """A Caption answer as the app promises it (`demo.CaptionAnswer`): a caption, one overlay per word titled with
+    that word, and the export zip (`with_zip`) or none yet (the first answer)."""
+    from demo import CaptionAnswer
+
     try:
-        text, gallery, archive = result  # type: ignore[misc]
-    except (TypeError, ValueError):
+        return CaptionAnswer.from_api(result).problem(with_zip=with_zip) is None
+    except ValueError:
         return False
-    words = text.split() if isinstance(text, str) else []
-    pictures = [file_url(item.get("image")) if isinstance(item, dict) else None for item in gallery or []]
-    return bool(words) and len(pictures) == len(words) and all(pictures) and bool(file_url(archive)) == with_zip
 
 
 @dataclass
@@ -243,7 +242,7 @@ class CaptionCaller:
         self.client.close()
 
 
-def time_handler(photo: Path, model: str, beam_size: int, requests: int) -> tuple[dict, dict]:
+def time_handler(photo: Path, model: str, beam_size: int, requests: int, warmup: int = WARMUP) -> tuple[dict, dict]:
     """The Caption handler alone, in this process (a generator: its first answer, then the one with the
     zip): ({"first", "complete"} latency summaries, the last answer's sizes)."""
     import demo
@@ -254,7 +253,7 @@ def time_handler(photo: Path, model: str, beam_size: int, requests: int) -> tupl
         handlers = demo.Handlers(captioners, answerers, Path(work))
         upload = {"path": str(photo), "orig_name": photo.name}
         timings: list[tuple[float, float]] = []
-        for _ in range(WARMUP + requests):
+        for _ in range(warmup + requests):
             start = time.perf_counter()
             answers = handlers.caption(upload, model, beam_size)
             next(answers)
@@ -268,15 +267,15 @@ def time_handler(photo: Path, model: str, beam_size: int, requests: int) -> tupl
             "gallery_bytes": sum(Path(path).stat().st_size for path, _ in gallery),
             "zip_bytes": Path(archive).stat().st_size,
         }
-    timings = timings[WARMUP:]
+    timings = timings[warmup:]
     return {"first": summary([f for f, _ in timings]), "complete": summary([c for _, c in timings])}, shape
 
 
-def time_sequential(url: str, photo: Path, model: str, beam_size: int, requests: int) -> dict:
+def time_sequential(url: str, photo: Path, model: str, beam_size: int, requests: int, warmup: int = WARMUP) -> dict:
     """`requests` Caption requests in a row from one client: latency summaries and how many were answered."""
     caller = CaptionCaller(url, photo, model, beam_size)
     try:
-        for _ in range(WARMUP):
+        for _ in range(warmup):
             caller()
         timings = [caller() for _ in range(requests)]
     finally:
@@ -327,7 +326,10 @@ def time_concurrent(url: str, photo: Path, model: str, beam_size: int, clients: 
 def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python benchmarks/app_latency.py", description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--requests", type=int, default=20, help="sequential requests (and handler calls) timed, after 2 warm-ups"
+        "--requests", type=int, default=20, help="sequential requests (and handler calls) timed (default 20)"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=WARMUP, help=f"untimed requests (and handler calls) first (default {WARMUP})"
     )
     parser.add_argument("--clients", type=int, default=20, help="concurrent clients, one request each (default 20)")
     parser.add_argument("--beam-size", type=int, default=3, help="beam width (default 3)")
@@ -336,8 +338,8 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)  # the server child
     args = parser.parse_args(argv)
-    if args.requests < 1 or args.clients < 1:
-        parser.error("--requests and --clients must be at least 1")
+    if args.requests < 1 or args.clients < 1 or args.warmup < 0:
+        parser.error("--requests and --clients must be at least 1, --warmup at least 0")
     return args
 
 
@@ -350,12 +352,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         photo = write_photo(Path(folder))
         child, url, server_cpus = start_server()
         try:
-            sequential = time_sequential(url, photo, args.model, args.beam_size, args.requests)
+            sequential = time_sequential(url, photo, args.model, args.beam_size, args.requests, args.warmup)
             concurrent = time_concurrent(url, photo, args.model, args.beam_size, args.clients)
         finally:
             stop_server(child)
         # after the server is gone, so the handler has the CPUs to itself as it has in the server
-        handler, shape = time_handler(photo, args.model, args.beam_size, args.requests)
+        handler, shape = time_handler(photo, args.model, args.beam_size, args.requests, args.warmup)
     median = sequential["first"]["median"]
     figures = {
         "photo": f"{PHOTO_SIZE[0]}x{PHOTO_SIZE[1]} jpeg",

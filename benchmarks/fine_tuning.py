@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from collections.abc import Sequence
 
 import torch
 from harness import Clock, cpu_info, match_threads_to_cpus, rates, summary
@@ -44,15 +45,15 @@ def step_rates(encoder: EfficientNetLite, inputs: torch.Tensor, *, warmup: int, 
     return rates(step, items=1, warmup=warmup, repeats=repeats, clock=clock), clock.cpu_share()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python benchmarks/fine_tuning.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--variant", type=int, default=2)
     parser.add_argument("--image-size", type=int, default=256)
     parser.add_argument("--trainable-blocks", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     match_threads_to_cpus()
 
     torch.manual_seed(0)

@@ -9,7 +9,7 @@ the subject. A SAN that reads these questions the way they are built puts hop 1 
 region 1. For each family this prints the accuracy and, for every hop k and region r, the mean mass of hop k
 inside region r (`hop1 on region0`, ...), over the questions that have region r.
 
-    python benchmarks/hop_regions.py --ckpt vqa/bundled/shapes_san.ckpt --split test
+    python benchmarks/hop_regions.py --ckpt vqa/bundled/shapes_san.ckpt --split test [--questions N]
     python benchmarks/hop_regions.py --ckpt ... --families two-step  # a model trained on two-step questions only
 
 Prints one JSON object (percentages). Needs no feature cache: ShapesWorld-VQA is generated (each split's scenes
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 
 import torch
 
@@ -33,11 +34,12 @@ from vqa.questions import user_question_ids
 
 
 @torch.no_grad()
-def measure(model: VqaModule, dataset: ShapesWorldVqa, split: str) -> dict[str, float]:
+def measure(model: VqaModule, dataset: ShapesWorldVqa, split: str, limit: int | None = None) -> dict[str, float]:
+    """Percentages per family over the split's questions (its first `limit` of them, when given)."""
     transform, grid = model.encoder.transform(), model.encoder.grid_shape
     found: dict[str, list[float]] = defaultdict(list)
     annotations: dict[str, torch.Tensor] = {}
-    for question in dataset.questions(split):
+    for question in dataset.questions(split)[:limit]:
         if question.image_id not in annotations:
             annotations[question.image_id] = model.encoder(transform(dataset.load(question.image_id)).unsqueeze(0))
         ids = user_question_ids(model.question_vocabulary, question.question, max_length=model.hparams.max_question_length)
@@ -53,17 +55,18 @@ def measure(model: VqaModule, dataset: ShapesWorldVqa, split: str) -> dict[str, 
     return {name: round(100 * sum(values) / len(values), 2) for name, values in sorted(found.items())}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python benchmarks/hop_regions.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--ckpt", required=True, help="a ShapesWorld-VQA checkpoint (python -m vqa fit's best.ckpt)")
     parser.add_argument("--split", default="test", choices=("val", "test"))
     parser.add_argument("--families", nargs="+", help="the families the model was trained on, when not all (as the dataset's option)")
-    args = parser.parse_args()
+    parser.add_argument("--questions", type=int, help="measure the split's first N questions only (default: all)")
+    args = parser.parse_args(argv)
     try:
         model = VqaModule.load(args.ckpt).eval()
     except (FileNotFoundError, CheckpointError) as error:
         parser.error(str(error))
-    print(json.dumps(measure(model, ShapesWorldVqa(families=tuple(args.families) if args.families else None), args.split), indent=1))
+    print(json.dumps(measure(model, ShapesWorldVqa(families=tuple(args.families) if args.families else None), args.split, args.questions)))
 
 
 if __name__ == "__main__":

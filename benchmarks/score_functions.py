@@ -1,8 +1,8 @@
 """The six attention score functions side by side: the figure and the measurements of docs/attention.md.
 
     python benchmarks/score_functions.py figure [--out benchmarks/figures/score_functions.png]
-    python benchmarks/score_functions.py spread
-    taskset -c 0,1 python benchmarks/score_functions.py speed     # the study's setting: 2 cores
+    python benchmarks/score_functions.py spread [--scenes 100] [--draws 2000]
+    taskset -c 0,1 python benchmarks/score_functions.py speed [--steps 5] [--repeats 5]    # the study's setting: 2 cores
 
 `figure`: one ShapesWorld test scene and one real photo (scikit-image's "coffee"); one row per bundled score-function
 model (`captioning.bundled.SCORE_MODELS`), each teacher-forced on the same caption (`captioning.export.follow_caption`)
@@ -249,6 +249,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         type=Path,
         default=ROOT / "benchmarks" / "figures" / "score_functions.png",
     )
+    parser.add_argument("--scenes", type=int, default=100, help="spread: test scenes the models caption (default 100)")
+    parser.add_argument("--draws", type=int, default=2000, help="spread: random queries per size (default 2000)")
     parser.add_argument("--steps", type=int, default=5, help="speed: steps per timing (default 5)")
     parser.add_argument(
         "--repeats",
@@ -263,8 +265,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(json.dumps({"figure": str(figure(args.out))}))
     elif args.what == "spread":
         with torch.inference_mode():
-            trained = trained_spread(load_models())
-        print(json.dumps({"random": random_spread(), "trained": trained, "cpu": cpu_info()}))
+            trained = trained_spread(load_models(), args.scenes)
+        print(json.dumps({"random": random_spread(args.draws), "trained": trained, "cpu": cpu_info()}))
     else:
         print(
             json.dumps(

@@ -54,6 +54,31 @@ def run_module(module: str, *args: str, cwd: Path) -> subprocess.CompletedProces
     return result
 
 
+def run_benchmark(script: str, *args: str) -> dict:
+    """`python benchmarks/<script> args...` from the repository root, as docs/performance.md runs it -> the JSON object
+    of its last line of output; fails the test with the end of its output when it fails."""
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / script), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def figures_of(value: object, where: str = "") -> dict[str, float]:
+    """Every number in a benchmark's JSON answer by its path ("results.fast.soft_2x2.cpu_share"), booleans left
+    out, so a test can check they are all finite."""
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in figures_of(item, f"{where}.{key}".lstrip(".")).items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in figures_of(item, f"{where}[{i}]").items()}
+    return {where: value} if isinstance(value, int | float) and not isinstance(value, bool) else {}
+
+
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """The captioning CLI: `python -m captioning args...`."""
     return run_module("captioning", *args, cwd=cwd)

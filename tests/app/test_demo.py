@@ -312,8 +312,33 @@ def test_the_apps_caption_gallery_and_export_are_generate_captions_for_the_same_
 @pytest.mark.slow
 def test_every_model_and_every_beam_width_answer(client, pictures, vocabulary, model):
     for beam_size in (1, demo.MAX_BEAM_SIZE):
-        text, gallery, _ = caption(client, pictures["gray.jpg"], model, beam_size)
+        text, gallery, archive = caption(client, pictures["gray.jpg"], model, beam_size)
         assert text.split() and set(text.split()) <= vocabulary[model] and len(gallery) == len(text.split())
+        assert demo.CaptionAnswer.from_api((text, gallery, archive)).problem(vocabulary[model]) is None
+
+
+def test_a_caption_answer_is_held_to_what_the_app_promises():
+    """`demo.CaptionAnswer`, the one description of a Caption answer that the benchmarks check answers against."""
+    picture = {"path": "/tmp/a.jpg", "url": "http://127.0.0.1/file=a.jpg"}  # an undownloaded file, as gradio_client gives it
+    gallery = [{"image": picture, "caption": "a: 8% on top 5%"}, {"image": "/tmp/b.jpg", "caption": "dog: 62% on top 5%"}]
+    answer = demo.CaptionAnswer.from_api(("a dog", gallery, {"url": "http://127.0.0.1/file=a.zip"}))
+    assert answer.pictures == ("http://127.0.0.1/file=a.jpg", "/tmp/b.jpg")
+    assert answer.problem({"a", "dog"}) is None and answer.problem() is None
+    assert answer.problem(with_zip=False) == "an export zip in the first answer"
+    assert "not in the model's words" in answer.problem({"a", "cat"})
+    assert demo.CaptionAnswer.from_api(("a dog", gallery, None)).problem() == "no export zip"
+    assert demo.CaptionAnswer.from_api(("a dog", gallery, None)).problem(with_zip=False) is None
+    for broken in (
+        gallery[:1],  # an overlay missing
+        [gallery[0], {"image": "/tmp/b.jpg", "caption": "cat: 62% on top 5%"}],  # titled with another word
+        [gallery[0], {"image": "/tmp/b.jpg", "caption": "dog"}],  # without its concentration
+        [gallery[0], {"image": None, "caption": "dog: 62% on top 5%"}],  # without its picture
+    ):
+        assert "overlays titled" in demo.CaptionAnswer.from_api(("a dog", broken, "a.zip")).problem()
+    with pytest.raises(ValueError, match="not a .caption, gallery, zip. answer"):
+        demo.CaptionAnswer.from_api(("a dog", gallery))
+    # the titles the app writes are the ones it describes
+    assert demo.OVERLAY_TITLE.fullmatch(demo.overlay_title("hop 2", 0.4))["label"] == "hop 2"
 
 
 @pytest.mark.parametrize("name", ["gray.jpg", "cmyk.jpg", "palette.png", "rgba.png", "sixteen.png", "rotated.jpg"])

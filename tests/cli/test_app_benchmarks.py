@@ -1,0 +1,48 @@
+"""The demo app's benchmarks of docs/performance.md, end to end at two clients: each serves the app from the bundled
+checkpoints in a child process and sends it real requests. Every request must come back answered in the form the
+app promises (`demo.CaptionAnswer`), and every figure must be a finite number: a benchmark whose check of the answers
+drifts from the app counts every request as lost, and fails here."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.helpers import figures_of, run_benchmark
+
+pytestmark = pytest.mark.slow
+
+
+def assert_latencies(figures: dict) -> None:
+    """p50 <= p95 <= max, all positive, for the requests answered."""
+    assert 0 < figures["p50"] <= figures["p95"] <= figures["max"], figures
+
+
+def test_app_load_answers_every_caption_and_question() -> None:
+    answer = run_benchmark("app_load.py", "--clients", "2")
+    assert all(math.isfinite(value) for value in figures_of(answer).values())
+    assert answer["requests"] == 4 and answer["answered"] == 4 and answer["lost"] == 0, answer["errors"]
+    assert answer["refused"] == 0 and answer["errors"] == [] and answer["all_answered"] is answer["all_admitted_answered"] is True
+    for kind in ("caption", "ask", "client_total"):
+        assert_latencies(answer[kind])
+        assert answer[kind]["n"] == 2
+    assert {"max_queue", "wall_s", "server", "client", "model", "beam_size"} <= answer.keys()
+
+
+def test_app_latency_answers_every_request_and_times_each_part() -> None:
+    answer = run_benchmark("app_latency.py", "--requests", "1", "--warmup", "0", "--clients", "2")
+    assert all(math.isfinite(value) for value in figures_of(answer).values())
+    sequential, concurrent = answer["sequential"], answer["concurrent"]
+    assert sequential["answered"] == 1 and concurrent["answered"] == 2 and "errors" not in concurrent
+    for part in ("first", "complete"):
+        assert 0 < sequential[part]["median"] and 0 < answer["handler"][part]["median"]
+        assert_latencies(concurrent[part])
+    # the answer has a preview per word and a zip, and the page's answer comes before the zip
+    assert answer["answer"]["gallery_items"] == answer["answer"]["caption_words"] > 0
+    assert answer["answer"]["zip_bytes"] > 0
+    assert sequential["first"]["median"] <= sequential["complete"]["median"]
+    assert answer["gradio_overhead_median"] == pytest.approx(
+        sequential["first"]["median"] - answer["handler"]["first"]["median"], abs=0.002
+    )
+    assert isinstance(answer["goal_met"], bool)

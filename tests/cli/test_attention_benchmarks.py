@@ -1,0 +1,131 @@
+"""The attention studies' scripts in benchmarks/, each run end to end as docs/experiments.md runs it, at a few scenes
+or questions: the JSON they print has every figure the docs read, each a finite number in its range, checked where
+possible against what the measure must give (a blank photo reads uniformly, a map given its region's cells lies
+inside it). The callbacks run through `python -m vqa test`, the way the docs use them."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from data.shapes import scene_captions
+from data.shapes_scene import SHAPES, generate_split_scene, render_scene
+from tests.helpers import REPO, VQA_CONFIGS, figures_of, metrics_of, run_benchmark, run_module
+
+pytestmark = pytest.mark.slow
+
+SMALL_SHAPES_VQA = [
+    "--data.dataset.init_args.train_size=8",
+    "--data.dataset.init_args.val_size=8",
+    "--data.dataset.init_args.test_size=8",
+    "--data.dataset.init_args.heldout_size=8",
+]
+
+
+def shares(answer: dict) -> dict[str, float]:
+    """Every figure of an answer that is a share (0 to 1), by its path: all but the counts."""
+    return {k: v for k, v in figures_of(answer).items() if isinstance(v, float)}
+
+
+def test_attention_targets_splits_a_words_attention_between_its_box_and_the_rest() -> None:
+    answer = run_benchmark("attention_targets.py", "captioning/bundled/shapes_soft.ckpt", "--scenes", "2", "--beam-size", "2")
+    assert answer["scenes"] == 2 and answer["grounded_words"] > 0 and answer["unmatched_words"] == 0
+    assert all(0 <= v <= 1 for v in shares(answer).values()), answer
+    # the box grown by a cell holds at least what the box holds; the box and the other objects at most everything
+    assert answer["in_box"] <= answer["beside_box"] and answer["in_box"] + answer["on_other_objects"] <= 1 + 1e-6
+    assert {"peak_in_box", "own_captions", "by_word", "by_word_on_other_named"} <= answer.keys()
+
+
+def test_reference_ambiguity_counts_the_words_the_words_before_them_determine() -> None:
+    answer = run_benchmark("reference_ambiguity.py", "--scenes", "5")
+    assert answer["scenes"] == 5 and answer["grounded_words"] > 0
+    assert all(0 <= v <= 1 for v in shares(answer).values()), answer
+    # a determined word has a ceiling of 1, any other one of at most 1/2
+    determined, ceiling = answer["determined"], answer["ceiling_uniform"]
+    assert determined <= ceiling <= determined + (1 - determined) / 2 + 1e-4
+
+
+def test_hop_regions_gives_each_hops_mass_in_each_region() -> None:
+    answer = run_benchmark("hop_regions.py", "--ckpt", "vqa/bundled/shapes_san.ckpt", "--split", "test", "--questions", "30")
+    assert all(0 <= v <= 100 for v in figures_of(answer).values()), answer  # percentages
+    families = {name.split()[0] for name in answer}
+    assert families and all(f"{family} accuracy" in answer for family in families)
+    assert any(name.endswith("hop2 on region1") for name in answer)  # a SAN(2) model: two hops
+
+
+def test_score_functions_figure_and_spread(tmp_path: Path) -> None:
+    figure = run_benchmark("score_functions.py", "figure", "--out", str(tmp_path / "figure.png"))
+    assert Path(figure["figure"]).stat().st_size > 10_000
+    answer = run_benchmark("score_functions.py", "spread", "--scenes", "2", "--draws", "50")
+    assert all(math.isfinite(v) for v in figures_of(answer).values())
+    assert [row["n"] for row in answer["random"]] == [16, 64, 128, 256, 512, 1024]
+    trained = answer["trained"]
+    assert len(trained) == 6 and all(0 <= row["map entropy"] <= math.log(196) + 1e-3 for row in trained)
+    assert all(0 <= row["same query, other scene: L1 move"] <= 2 for row in trained)
+
+
+def vqa_test_with(callback: str, run_dir: Path) -> dict[str, float]:
+    run_module(
+        "vqa", "test", "--config", str(VQA_CONFIGS / "shapes_san.yaml"), "--ckpt_path", "vqa/bundled/shapes_san.ckpt",
+        *SMALL_SHAPES_VQA, f"--trainer.callbacks+={callback}", f"--trainer.default_root_dir={run_dir}",
+        f"--trainer.logger.init_args.save_dir={run_dir}", cwd=REPO,
+    )
+    return metrics_of(run_dir)
+
+
+def test_the_question_only_callback_blanks_the_photo_in_a_vqa_run(tmp_path: Path) -> None:
+    metrics = vqa_test_with("benchmarks.question_only.WithoutThePhoto", tmp_path / "run")
+    # every cell of a blank photo is the same vector, so every hop reads all of them equally: ln 196
+    for hop in (1, 2):
+        assert metrics[f"test/attention_entropy/hop{hop}"] == pytest.approx(math.log(196), abs=1e-4)
+    assert 0 <= metrics["test/accuracy"] <= 1
+
+
+def test_the_ground_truth_hops_callback_puts_each_hop_on_its_regions(tmp_path: Path) -> None:
+    metrics = vqa_test_with("benchmarks.ground_truth_hops.GroundTruthHops", tmp_path / "run")
+    # each hop lies on the cells its region covers: most of its mass inside the question's regions, and a map
+    # spread over a region's cells is far from uniform over 196 cells
+    for hop in (1, 2):
+        assert metrics[f"test/attention_correctness/hop{hop}"] > 0.6
+        assert metrics[f"test/attention_entropy/hop{hop}"] < math.log(196) - 1
+    assert 0 <= metrics["test/accuracy"] <= 1
+
+
+def test_cell_word_classifier_scores_its_maps_beside_the_attention(tmp_path: Path) -> None:
+    """Trained on 12 ShapesWorld training scenes laid out as Flickr8k, scored on 4 test scenes with their boxes, with
+    the shapes as the box classes and the bundled ShapesWorld model's captions."""
+    (tmp_path / "flickr8k" / "images").mkdir(parents=True)
+    entries = []
+    for index in range(12):
+        scene = generate_split_scene(0, "train", index)
+        render_scene(scene, 224).save(tmp_path / "flickr8k" / "images" / f"train{index}.png")
+        captions, _ = scene_captions(scene, 5)
+        sentences = [{"raw": caption, "tokens": []} for caption in captions]
+        entries.append({"filename": f"train{index}.png", "imgid": index, "split": "train", "sentences": sentences})
+    (tmp_path / "flickr8k" / "dataset_flickr8k.json").write_text(json.dumps({"dataset": "flickr8k", "images": entries}))
+    (tmp_path / "photos").mkdir()
+    boxes = {}
+    for index in range(4):
+        scene = generate_split_scene(0, "test", index)
+        render_scene(scene, 224).save(tmp_path / "photos" / f"scene{index}.png")
+        objects = [{"class": o.shape, "box": [o.box.x0 * 224, o.box.y0 * 224, o.box.x1 * 224, o.box.y1 * 224]} for o in scene.objects]
+        boxes[f"scene{index}.png"] = {"size": [224, 224], "objects": objects}
+    (tmp_path / "boxes.json").write_text(json.dumps({"images": boxes}))
+    (tmp_path / "words.json").write_text(json.dumps({"classes": {shape: [shape, shape + "s"] for shape in SHAPES}}))
+
+    answer = run_benchmark(
+        "cell_word_classifier.py", "--root", str(tmp_path / "flickr8k"), "--images", str(tmp_path / "photos"),
+        "--boxes", str(tmp_path / "boxes.json"), "--words", str(tmp_path / "words.json"), "--model", "shapes-soft",
+        "--sizes", "[224]", "--epochs", "2", "--cache_dir", str(tmp_path / "cache"),
+    )
+    attention, (classifier,) = answer["attention"], answer["classifier"]
+    assert attention["size"] == 112 and attention["pairs"] >= 4  # the model reads 112 px; a pair per named shape
+    # every pair's word is a one-word shape name, so the classifier scores the same pairs
+    assert classifier == {"size": 224, "grid": [7, 7], "pairs": attention["pairs"]} | {
+        key: classifier[key] for key in ("mass", "pointing")
+    }
+    assert all(0 <= value <= 1 for value in (*shares(attention).values(), classifier["mass"], classifier["pointing"]))
+    assert attention["mass"] > 0.5  # the ShapesWorld model looks at what it names
