@@ -8,6 +8,7 @@ from typing import Any, Optional
 from jsonargparse.typing import PositiveInt
 from lightning.pytorch.cli import LightningArgumentParser
 
+from captioning.command import HELP
 from captioning.datamodule import CaptionDataModule
 from captioning.decoder import Read
 from captioning.module import CaptioningModule
@@ -25,6 +26,7 @@ class CaptioningCLI(CheckpointSafeCLI):
 
     checkpoint_kind = "captioning"
     checkpoint_required = ("vocabulary",)
+    command_help = HELP
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(CaptionResultsWriter, "writer")

@@ -22,12 +22,16 @@ use the fallback too, so one run never mixes backends; `caption_metric_backend()
 from __future__ import annotations
 
 import math
+import os
 import re
 import shutil
 import subprocess
+import sys
+import tempfile
 import threading
 import warnings
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Literal
 
 from pycocoevalcap.bleu.bleu import Bleu
@@ -223,13 +227,37 @@ def _ptb_tokenize(
         batch[("ref", image)] = [{"caption": _one_line(c)} for c in captions]
     for image, caption in cands.items():
         batch[("cand", image)] = [{"caption": _one_line(caption)}]
-    tokenised = PTBTokenizer().tokenize(batch)
+    with without_tokenizer_chatter():
+        tokenised = PTBTokenizer().tokenize(batch)
     for key, captions in batch.items():
         if len(tokenised.get(key, ())) != len(captions):
             raise RuntimeError(f"PTBTokenizer returned {len(tokenised.get(key, ()))} lines for {len(captions)} captions")
     gts = {image: tokenised[("ref", image)] for image in refs}
     res = {image: tokenised[("cand", image)] for image in refs}
     return gts, res
+
+
+#: What Stanford's PTBTokenizer writes to stderr at every call, in the middle of a run's progress bar.
+TOKENIZER_CHATTER = re.compile(r"PTBTokenizer tokenized \d+ tokens at [\d.]+ tokens per second\.\s*")
+
+
+@contextmanager
+def without_tokenizer_chatter() -> Iterator[None]:
+    """Run the block with the process's stderr (file descriptor 2, which the Java child inherits) caught in a
+    temporary file, then pass on everything written there but the tokenizer's count of tokens: its errors still show."""
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as caught:
+        saved = os.dup(2)
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            written = caught.read().decode(errors="replace")
+            if rest := TOKENIZER_CHATTER.sub("", written):
+                sys.stderr.write(rest)
 
 
 def _java_meteor(gts: dict[Hashable, list[str]], res: dict[Hashable, list[str]]) -> float:

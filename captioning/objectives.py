@@ -104,7 +104,9 @@ class SoftAttention(AttentionObjective):
             label_smoothing=label_smoothing,
             entropy_weight=self.entropy_weight,
         )
-        parts = {"cross_entropy": loss.cross_entropy, "penalty": loss.penalty, "attention_entropy": loss.entropy}
+        parts = {"cross_entropy": loss.cross_entropy, "attention_entropy": loss.entropy}
+        if self.penalty_weight:  # a term that is off is not logged
+            parts["penalty"] = loss.penalty
         return LossTerms(loss.total, parts)
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+import textwrap
 import warnings
 from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
-from jsonargparse import Namespace
+from jsonargparse import DefaultHelpFormatter, Namespace
+from lightning.pytorch.callbacks import ModelSummary
 from lightning.pytorch.callbacks.progress.progress_bar import ProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
@@ -21,9 +23,10 @@ from core.checkpoints import (
     read_checkpoint,
     with_safe_checkpoint_io,
 )
+from core.command_help import SUBCOMMANDS, WIDTH, CommandHelp
 from core.hparams import MOVED_MODULES
 from core.precision import precision_for
-from core.progress import training_progress_bar
+from core.progress import CountedModelSummary, training_progress_bar
 from core.resume import RandomState
 
 #: The settings every task config shares (seed, logger, checkpoints, gradient clipping): each subcommand reads this
@@ -46,8 +49,9 @@ class CheckpointSafeCLI(LightningCLI):
     * the Trainer reads and writes checkpoints with `SafeCheckpointIO` (as data, atomically, never NaN weights)
       unless the config names a CheckpointIO plugin;
     * the `RandomState` callback is always added, so a run resumed mid-epoch continues exactly;
-    * the progress bar is Lightning's own without `v_num` (`core.progress`) unless the config names one or turns
-      it off, and each subcommand says in one line what it is about to do;
+    * the progress bar is Lightning's own without `v_num`, and the model summary without a FLOPs count nothing
+      counted (`core.progress`), unless the config names its own or turns them off; each subcommand says in one
+      line what it is about to do;
     * with `choose_precision: true` (the Flickr8k configs), a `trainer.precision` left null becomes the precision
       that fits the machine (`core.precision`: bfloat16 autocast where it is faster than float32), said in one
       line; a precision given in a config or as `--trainer.precision` is used as given. Without it, a null
@@ -56,6 +60,7 @@ class CheckpointSafeCLI(LightningCLI):
 
     checkpoint_kind: str  # "captioning", "VQA": set by each task's CLI
     checkpoint_required: tuple[str, ...]  # the hyper-parameters every checkpoint of that kind has
+    command_help: CommandHelp  # what `--help` says: the task's description, subcommands and configs
 
     def __init__(
         self,
@@ -70,6 +75,10 @@ class CheckpointSafeCLI(LightningCLI):
         self._checkpoint: tuple[str, dict[str, Any]] | None = None
         kwargs.setdefault("parser_class", RunFolderParser)
         parser_kwargs = with_trainer_base(parser_kwargs, self.subcommands())
+        parser_kwargs.update(
+            prog=self.command_help.prog, description=textwrap.fill(self.command_help.description, WIDTH),
+            epilog=self.command_help.epilog(), formatter_class=HelpFormatter,
+        )  # fmt: skip
         super().__init__(*args, trainer_defaults=defaults, parser_kwargs=parser_kwargs, **kwargs)
 
     @classmethod
@@ -90,6 +99,16 @@ class CheckpointSafeCLI(LightningCLI):
         finally:
             if dist.is_available() and dist.is_initialized():
                 dist.destroy_process_group()
+
+    def _add_subcommands(self, parser: LightningArgumentParser, **kwargs: Any) -> None:
+        # Lightning's own, with each subcommand's help said whole (`core.command_help.SUBCOMMANDS`) instead of the
+        # first line of the Trainer method's docstring
+        self._subcommand_parsers: dict[str, LightningArgumentParser] = {}
+        subcommands = parser.add_subcommands()
+        for subcommand in self.subcommands():
+            options = {"description": SUBCOMMANDS[subcommand], **kwargs.get(subcommand, {})}
+            self._subcommand_parsers[subcommand] = self._prepare_subcommand_parser(self.trainer_class, subcommand, **options)
+            subcommands.add_subcommand(subcommand, self._subcommand_parsers[subcommand], help=SUBCOMMANDS[subcommand])
 
     def _parse_ckpt_path(self) -> None:
         # LightningCLI's own version reads the file's hyper-parameters into the config; this one checks the file
@@ -163,7 +182,16 @@ class CheckpointSafeCLI(LightningCLI):
         callbacks = kwargs.get("callbacks", trainer.get("callbacks")) or []
         callbacks = callbacks if isinstance(callbacks, list) else [callbacks]
         if trainer.get("enable_progress_bar") is not False and not any(isinstance(c, ProgressBar) for c in callbacks):
-            kwargs["callbacks"] = [*callbacks, training_progress_bar()]
+            callbacks = [*callbacks, training_progress_bar()]
+        if trainer.get("enable_model_summary") is not False and not any(isinstance(c, ModelSummary) for c in callbacks):
+            callbacks = [*callbacks, CountedModelSummary()]
+        kwargs["callbacks"] = callbacks
+        if self.subcommand != "fit":
+            # scoring a checkpoint from another run folder (as the README does) restores nothing of its checkpoint
+            # callback's bookkeeping, which only a fit would continue: Lightning's note that it will not is noise
+            warnings.filterwarnings(
+                "ignore", message="The dirpath has changed from", module=r"lightning\.pytorch\.callbacks\.model_checkpoint"
+            )
         built = super().instantiate_trainer(**kwargs)
         self._say_what_it_does(built)
         return built
@@ -195,6 +223,13 @@ class CheckpointSafeCLI(LightningCLI):
             "%s%s; logs%s in %s", self._what_it_does(subcommand, trainer), f", from {ckpt_path}" if ckpt_path else "",
             " and checkpoints" if subcommand == "fit" else "", folder,
         )
+
+
+class HelpFormatter(DefaultHelpFormatter):
+    """jsonargparse's help, with the description and the epilog (the list of configs) kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "".join(indent + line for line in text.splitlines(keepends=True))
 
 
 def with_trainer_base(parser_kwargs: dict[str, Any] | None, subcommands: Any) -> dict[str, Any]:
@@ -249,7 +284,8 @@ def hide_library_notices() -> None:
       purpose (`core.encoder`), so a run always had it;
     * torch's deprecation of `LeafSpec`, raised inside Lightning's own `_pytree` helper at every evaluation: for
       Lightning to change, not the user;
-    * Lightning's advertisement for its cloud logger (a "Tip" logged at every start).
+    * Lightning's advertisement for its cloud logger (a "Tip" logged at every start), and its note that the
+      trainer has a model summary already (the project's, `core.progress.CountedModelSummary`).
     """
     warnings.filterwarnings(
         "ignore", message=r"Found \d+ module\(s\) in eval mode at the start of training", category=PossibleUserWarning
@@ -259,16 +295,18 @@ def hide_library_notices() -> None:
         module=r"lightning\.pytorch\.utilities\._pytree",
     )
     rank_zero = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    if not any(isinstance(f, _CloudLoggerTip) for f in rank_zero.filters):
-        rank_zero.addFilter(_CloudLoggerTip())
+    if not any(isinstance(f, _LightningNotices) for f in rank_zero.filters):
+        rank_zero.addFilter(_LightningNotices())
 
 
-class _CloudLoggerTip(logging.Filter):
-    """Drops Lightning's "💡 Tip: ... litlogger" message."""
+class _LightningNotices(logging.Filter):
+    """Drops Lightning's "💡 Tip: ... litlogger" message, and its note that the trainer already has a model summary
+    callback (the project's own, `core.progress.CountedModelSummary`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        return not (message.startswith("💡 Tip: For seamless cloud logging") and "litlogger" in message)
+        tip = message.startswith("💡 Tip: For seamless cloud logging") and "litlogger" in message
+        return not (tip or message.startswith("Trainer already configured with model summary callbacks"))
 
 
 def show_progress_messages() -> None:

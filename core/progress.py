@@ -2,6 +2,8 @@
 
 * `training_progress_bar()`: Lightning's own bar (Rich when installed, else tqdm) without the logger's `v_num`,
   which is the run folder's version number shown as a metric ("v_num: 0.000"), not something that changes;
+* `CountedModelSummary`: Lightning's model summary table without its FLOPs column and total when nothing counted
+  them (Lightning counts FLOPs only for a model with an `example_input_array`, and otherwise says "Total FLOPs: 0");
 * `phase_progress`: one display per phase (e.g. encoding one split into the feature cache). On a terminal it is
   one tqdm bar that redraws in place (and follows the terminal's width, so a narrow tmux pane does not wrap it
   into a new line per update); when stderr is not a terminal (a log file, CI, a pipe) it writes at most
@@ -15,11 +17,13 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
-from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
+from lightning.pytorch.callbacks import ModelSummary, RichProgressBar, TQDMProgressBar
+from lightning.pytorch.utilities.model_summary.model_summary import _format_summary_table
 from lightning.pytorch.callbacks.progress.progress_bar import ProgressBar
 from lightning.pytorch.utilities.imports import _RICH_AVAILABLE
 
 logger = logging.getLogger(__name__)
+SUMMARY_LOG = logging.getLogger("lightning.pytorch.callbacks.model_summary")  # where Lightning's summary goes
 
 T = TypeVar("T")
 
@@ -49,6 +53,29 @@ class RichTrainingBar(RichProgressBar):
 def training_progress_bar() -> ProgressBar:
     """The bar Lightning would choose by default (Rich when installed, else tqdm), without `v_num`."""
     return RichTrainingBar() if _RICH_AVAILABLE else TrainingBar()
+
+
+class CountedModelSummary(ModelSummary):
+    """Lightning's (plain) model summary, without FLOPs where none were counted."""
+
+    @staticmethod
+    def summarize(
+        summary_data: list[tuple[str, list[str]]],
+        total_parameters: int,
+        trainable_parameters: int,
+        model_size: float,
+        total_training_modes: dict[str, int],
+        total_flops: int,
+        **summarize_kwargs: Any,
+    ) -> None:
+        if total_flops:
+            ModelSummary.summarize(
+                summary_data, total_parameters, trainable_parameters, model_size, total_training_modes, total_flops
+            )
+            return
+        columns = [column for column in summary_data if column[0] != "FLOPs"]
+        table = _format_summary_table(total_parameters, trainable_parameters, model_size, total_training_modes, 0, *columns)
+        SUMMARY_LOG.info("\n" + table.rsplit("\n", 1)[0])  # the last line is the FLOPs total
 
 
 def on_terminal() -> bool:

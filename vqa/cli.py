@@ -9,6 +9,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 from core.cli import CheckpointSafeCLI
 from core.results import ResultsWriter
+from vqa.command import HELP
 from vqa.datamodule import VqaDataModule
 from vqa.module import VqaModule
 from vqa.tensorboard import AnswerSamples
@@ -36,6 +37,7 @@ class VqaCLI(CheckpointSafeCLI):
     epoch (`--tensorboard.count`)."""
 
     checkpoint_kind = "VQA"
+    command_help = HELP
     checkpoint_required = ("question_vocabulary", "answers")
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:

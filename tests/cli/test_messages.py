@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 import socket
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import CAPTIONING_CONFIGS, SMALL_SHAPES, run_cli
+from core.command_help import SUBCOMMANDS
+from tests.helpers import CAPTIONING_CONFIGS, REPO, SMALL_SHAPES, run_cli, run_module
 
 #: Printed by the libraries at every run, none about the user's work (see core.cli.hide_library_notices)
 NOTICES = (
@@ -17,6 +21,10 @@ NOTICES = (
     "in eval mode at the start of training",  # Lightning, for the frozen encoder
     "litlogger",  # Lightning's cloud-logging advertisement
     "v_num",  # the progress bar's logger version, shown as a metric
+    "FLOPs",  # Lightning's model summary, which counts none without an example input ("Total FLOPs: 0")
+    "Trainer already configured",  # Lightning, for the project's own model summary
+    "PTBTokenizer tokenized",  # Stanford's tokenizer, at every evaluation
+    "dirpath has changed",  # Lightning, when a checkpoint is scored from another run folder (the README's test)
 )
 
 
@@ -36,6 +44,16 @@ def test_a_fit_says_what_it_does_and_shows_no_library_notices(tmp_path: Path) ->
     assert "train (24 images), val (8 images), 32 images" in result.stderr  # the caches, before they are built
     assert "on this machine, at" in result.stderr  # the estimate
     assert len(result.stderr.splitlines()) < 40, result.stderr  # stderr is not a terminal: no bar redraws
+    assert "| Params" in result.stdout + result.stderr  # the model summary, without its FLOPs
+    # scoring the checkpoint, as the README does, into the next run folder
+    scored = run_cli(
+        "test", "--config", str(CAPTIONING_CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES,
+        f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path / 'run'}",
+        "--ckpt_path", str(next((tmp_path / "run").rglob("best.ckpt"))), cwd=tmp_path,
+    )
+    output = scored.stdout + scored.stderr
+    assert [notice for notice in NOTICES if notice in output] == []
+    assert "test/BLEU-4" in output and "test/penalty" not in output  # shapes_soft.yaml's penalty weight is 0
 
 
 def test_the_modules_take_their_submodules_without_lightning_hints() -> None:
@@ -75,3 +93,32 @@ def test_the_app_says_where_it_is_and_no_share_hint(capsys: pytest.CaptureFixtur
         app.close()
     assert "share=True" not in printed
     assert f"http://127.0.0.1:{port}/ (this computer only" in printed
+
+
+@pytest.mark.parametrize("task", ["captioning", "vqa"])
+def test_the_help_says_what_the_command_is_its_subcommands_whole_and_every_config(
+    task: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "argv", [f"python -m {task}"])  # the test runner's own arguments are not the CLI's
+    quick = run_module(task, "--help", cwd=tmp_path).stdout  # answered before torch loads
+    with pytest.raises(SystemExit) as exit:  # the full parser, as `python -m TASK -c CONFIG --help` reaches it
+        importlib.import_module(f"{task}.cli").main(["--help"])
+    assert exit.value.code == 0
+    full = capsys.readouterr().out
+    configs = sorted((REPO / "configs" / task).glob("*.yaml"))
+    assert len(configs) >= 4
+    for text in (quick, full):
+        assert text.startswith(f"usage: python -m {task} ") and "__main__.py" not in text
+        assert "attention" in text.split("\n\n")[1]  # the description, right under the usage
+        flat = " ".join(text.split())
+        assert all(" ".join(words.split()) in flat for words in SUBCOMMANDS.values())  # each said whole
+        assert all(f"configs/{task}/{config.name}: " in text for config in configs)
+
+
+def test_a_bare_help_does_not_load_torch(tmp_path: Path) -> None:
+    program = (
+        "import runpy, sys; sys.argv = ['captioning', '--help']; runpy.run_module('captioning', run_name='__main__'); "
+        "print('torch loaded' if 'torch' in sys.modules else 'torch not loaded')"
+    )
+    result = subprocess.run([sys.executable, "-c", program], cwd=REPO, capture_output=True, text=True, check=True)
+    assert result.stdout.rstrip().endswith("torch not loaded") and "configs/captioning/flickr8k_soft.yaml" in result.stdout

@@ -257,3 +257,20 @@ def test_beams_of_an_image_read_its_one_grid(read):
     grouped, copied = read(weights, features), read(weights, features.repeat_interleave(3, 0))
     assert torch.allclose(grouped.context, copied.context, atol=1e-6)
     assert torch.equal(grouped.used, copied.used)
+
+
+def test_soft_attention_logs_its_penalty_only_when_the_penalty_is_on():
+    """A term that is off is not reported (a penalty of 0 weight would show as a large number beside the loss)."""
+    from captioning.decoder import TeacherForced
+
+    torch.manual_seed(4)
+    out = TeacherForced(torch.randn(2, 3, 5), torch.softmax(torch.randn(2, 3, L), -1), None)
+    targets = torch.tensor([[3, 4, END], [4, END, PAD]])
+    on = SoftAttention(penalty_weight=1.0).loss(out, targets, pad_id=PAD, label_smoothing=0.0)
+    off = SoftAttention(penalty_weight=0.0).loss(out, targets, pad_id=PAD, label_smoothing=0.0)
+    assert set(on.parts) == {"cross_entropy", "penalty", "attention_entropy"}
+    assert set(off.parts) == {"cross_entropy", "attention_entropy"}
+    # the penalty, (1 - sum over words of each cell's weight)^2 summed over the cells, per caption (eq. 14)
+    mask = (targets != PAD).unsqueeze(-1)
+    expected = ((1 - (out.weights * mask).sum(dim=1)) ** 2).sum(dim=1).mean()
+    assert torch.allclose(on.parts["penalty"], expected, atol=1e-6)

@@ -1,0 +1,13 @@
+"""What `python -m captioning` says about itself (`core.command_help`); imports neither torch nor Lightning."""
+
+from core.command_help import CommandHelp
+
+HELP = CommandHelp(
+    prog="python -m captioning",
+    description=(
+        "Train, score and run image captioners that show where they look: Show-Attend-Tell (a CNN's grid of image "
+        "regions, an LSTM that attends to them word by word, soft or hard attention), with the configs below or your "
+        "own."
+    ),
+    task="captioning",
+)

@@ -1,0 +1,100 @@
+"""What a task's command line says about itself: its description, its subcommands in whole sentences, and the
+configs it ships, for `python -m captioning --help` and `python -m vqa --help`.
+
+The same `CommandHelp` feeds both the LightningCLI parser (`core.cli.CheckpointSafeCLI`: description, epilog,
+subcommand help) and a quick answer to a bare `--help`, given before torch and Lightning are imported (seconds
+on a laptop), since that answer needs neither. This module imports neither, for that reason.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The configs of every task, beside the packages (a checkout installed with `pip install -e .`).
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+#: Lightning's subcommands, each said whole (Lightning's own help is the first line of each Trainer method's
+#: docstring, cut mid-sentence).
+SUBCOMMANDS = {
+    "fit": "train a model, validating it after every epoch; logs and checkpoints go to the run folder "
+    "(--trainer.default_root_dir)",
+    "validate": "score a checkpoint (--ckpt_path) on the validation split",
+    "test": "score a checkpoint (--ckpt_path) on the test split",
+    "predict": "run a checkpoint (--ckpt_path) on the data module's predict set and write its results",
+}
+
+HELP_FLAGS = frozenset({"-h", "--help"})
+WIDTH = 100
+
+
+@dataclass(frozen=True)
+class CommandHelp:
+    """A task's command line, in words.
+
+    Args:
+        prog: how it is run ("python -m captioning").
+        description: what it does, one paragraph.
+        task: the folder of its configs under configs/ ("captioning").
+    """
+
+    prog: str
+    description: str
+    task: str
+
+    def configs(self) -> dict[str, str]:
+        """{config path as a user types it: what it trains}, from each config's first comment line, in name order."""
+        folder = CONFIGS / self.task
+        return {
+            f"configs/{self.task}/{path.name}": summary(path.read_text(encoding="utf-8"))
+            for path in sorted(folder.glob("*.yaml"))
+        }
+
+    def epilog(self) -> str:
+        """The configs and how to read every option, for the end of `--help`."""
+        lines = [f"configs (use one with: {self.prog} fit --config CONFIG):"]
+        for path, what in self.configs().items():
+            lines += textwrap.wrap(what, WIDTH, initial_indent=f"  {path}: ", subsequent_indent="      ")
+        lines += ["", f"every option of a subcommand and config: {self.prog} SUBCOMMAND --config CONFIG --help"]
+        return "\n".join(lines)
+
+    def text(self) -> str:
+        """The whole answer to a bare `--help`."""
+        width = max(map(len, SUBCOMMANDS)) + 2
+        subcommands = [
+            line
+            for name, what in SUBCOMMANDS.items()
+            for line in textwrap.wrap(what, WIDTH, initial_indent=f"  {name:<{width}}", subsequent_indent=" " * (width + 2))
+        ]
+        return "\n".join([
+            f"usage: {self.prog} [-h] [-c CONFIG] {{{','.join(SUBCOMMANDS)}}} ...",
+            "",
+            textwrap.fill(self.description, WIDTH),
+            "",
+            "subcommands:",
+            *subcommands,
+            "",
+            self.epilog(),
+        ])  # fmt: skip
+
+    def answer(self, argv: Sequence[str]) -> bool:
+        """Print `text()` and return True when `argv` asks only for the top-level help; otherwise leave the
+        command line to the full parser."""
+        if len(argv) != 1 or argv[0] not in HELP_FLAGS:
+            return False
+        print(self.text())
+        return True
+
+
+def summary(config: str) -> str:
+    """The first sentence of a config's leading comment, without its parenthesised asides."""
+    comments = []
+    for line in config.splitlines():
+        if not line.startswith("#"):
+            break
+        comments.append(line.lstrip("#").strip())
+    text = re.sub(r"\s*\([^)]*\)", "", " ".join(comments))
+    return re.split(r"\.(?:\s|$)", text, maxsplit=1)[0]

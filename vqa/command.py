@@ -1,0 +1,13 @@
+"""What `python -m vqa` says about itself (`core.command_help`); imports neither torch nor Lightning."""
+
+from core.command_help import CommandHelp
+
+HELP = CommandHelp(
+    prog="python -m vqa",
+    description=(
+        "Train, score and run visual question answering models that show where they look: Stacked Attention Networks "
+        "(a CNN's grid of image regions, a question encoder, attention hops over the regions), with the configs below "
+        "or your own."
+    ),
+    task="vqa",
+)
