@@ -8,17 +8,25 @@ import test_crash_safety, and through it this module, outside pytest). Fixtures 
 
 from __future__ import annotations
 
+import atexit
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
 from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
+
+#: Where the tests' gradio_client calls put the files they download (its default leaves a folder per file in the
+#: system's temp folder): one folder per test process, deleted when the process ends.
+GRADIO_DOWNLOADS = Path(tempfile.mkdtemp(prefix="gradio-client-downloads-"))
+atexit.register(shutil.rmtree, GRADIO_DOWNLOADS, ignore_errors=True)
 CAPTIONING_CONFIGS = REPO / "configs" / "captioning"
 VQA_CONFIGS = REPO / "configs" / "vqa"
 

@@ -1,12 +1,16 @@
-"""What the app's test files share: a real headless Chromium (Debian's, driven by Playwright), one per test module."""
+"""What the app's test files share: a real headless Chromium (Debian's, driven by Playwright), one per test module;
+and a temp folder of their own for what gradio_client leaves behind."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.helpers import GRADIO_DOWNLOADS
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Chromium's flags for a sandbox-less, offline container: no background fetches of its own.
@@ -17,6 +21,19 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def client_temp_folder() -> Iterator[None]:
+    """gradio_client downloads each file through a new folder in the system's temp folder and leaves it there, empty
+    (one per file: hundreds per test run). While the app tests run, the temp folder is `GRADIO_DOWNLOADS`, which is
+    deleted when the test process ends. (Their apps' own files are in `demo.WORK_DIR`, made when demo is imported.)"""
+    saved = tempfile.tempdir
+    tempfile.tempdir = str(GRADIO_DOWNLOADS)
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved
 
 
 @pytest.fixture(scope="module")

@@ -33,6 +33,8 @@ from vqa.bundled import SHAPES_SAN
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
+from tests.helpers import GRADIO_DOWNLOADS
+
 
 @dataclass
 class Served:
@@ -84,7 +86,7 @@ def test_a_refused_request_is_one_line_in_the_terminal(served, tmp_path):
     Image.new("1", (12_000, 12_000)).save(large)  # 144 megapixels: PIL warns, the app refuses it
     scene = tmp_path / "scene.png"
     Image.new("RGB", (64, 64), "purple").save(scene)
-    client = Client(served.url, verbose=False)
+    client = Client(served.url, verbose=False, download_files=GRADIO_DOWNLOADS)
     before = len(served.errors)
     refused = [
         ("/ask", (handle_file(str(notes)), "ShapesWorld", "what colour is the circle?")),
@@ -107,7 +109,7 @@ def test_a_refused_request_is_one_line_in_the_terminal(served, tmp_path):
 
 
 def test_sigterm_stops_the_app_and_leaves_nothing_in_tmp(served):
-    client = Client(served.url, verbose=False)
+    client = Client(served.url, verbose=False, download_files=GRADIO_DOWNLOADS)
     scene = served.tmp.parent / "scene.png"
     Image.new("RGB", (64, 64), "purple").save(scene)
     client.predict(handle_file(str(scene)), "ShapesWorld", "what colour is the circle?", api_name="/ask")

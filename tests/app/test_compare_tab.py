@@ -36,6 +36,8 @@ from vqa.bundled import SHAPES_SAN
 
 FOLLOWED = "a small red cross to the right of a small purple circle"  # the words of ShapesWorld test scene 3
 
+from tests.helpers import GRADIO_DOWNLOADS
+
 
 @pytest.fixture(scope="module")
 def pictures(tmp_path_factory) -> dict[str, Path]:
@@ -74,7 +76,7 @@ def served(tmp_path_factory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def client(served) -> Client:
-    return Client(served, verbose=False)
+    return Client(served, verbose=False, download_files=GRADIO_DOWNLOADS)
 
 
 def compare(client: Client, path: Path | None, follow: str = "") -> list[tuple[str, list[dict]]]:

@@ -53,6 +53,8 @@ DAQUAR_VQA = next(name for name, path in VQA_CHECKPOINTS.items() if path == DAQU
 HOPS = read_checkpoint(SHAPES_SAN)["hyper_parameters"]["hops"]
 ANSWERS = min(demo.TOP_ANSWERS, len(read_checkpoint(SHAPES_SAN)["hyper_parameters"]["answers"]))
 
+from tests.helpers import GRADIO_DOWNLOADS
+
 
 # -- fixtures: pictures, the served app, a client ------------------------------------------------------------
 
@@ -134,7 +136,7 @@ def served(tmp_path_factory) -> Iterator[tuple[gr.Blocks, str]]:
 
 @pytest.fixture(scope="module")
 def client(served) -> Client:
-    return Client(served[1], verbose=False)
+    return Client(served[1], verbose=False, download_files=GRADIO_DOWNLOADS)
 
 
 @pytest.fixture(scope="module")
@@ -543,9 +545,9 @@ def full_queue(tmp_path, pictures, monkeypatch) -> Iterator[FullQueue]:
     url = f"http://127.0.0.1:{port}/"
     try:
         question = (handle_file(str(pictures["coffee"])), SHAPES_VQA, "what colour is the circle?")
-        running = Client(url, verbose=False).submit(*question, api_name="/ask")
+        running = Client(url, verbose=False, download_files=GRADIO_DOWNLOADS).submit(*question, api_name="/ask")
         assert entered.wait(60)  # the first question is in its handler, held there
-        waiting = Client(url, verbose=False).submit(*question, api_name="/ask")
+        waiting = Client(url, verbose=False, download_files=GRADIO_DOWNLOADS).submit(*question, api_name="/ask")
         deadline = time.monotonic() + 60
         while queue_size(url) < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -560,7 +562,7 @@ def full_queue(tmp_path, pictures, monkeypatch) -> Iterator[FullQueue]:
 def test_a_full_queue_refuses_a_request_with_a_busy_error_and_answers_the_others(full_queue, pictures, vocabulary):
     """Any further request (of either tab: the bound is for the whole app) is refused at once; the held and the
     waiting questions are answered, and once the queue has drained the app takes requests again."""
-    client = Client(full_queue.url, verbose=False)
+    client = Client(full_queue.url, verbose=False, download_files=GRADIO_DOWNLOADS)
     start = time.perf_counter()
     with pytest.raises(QueueError, match="Queue is full! Please try again"):
         caption(client, pictures["gray.jpg"])

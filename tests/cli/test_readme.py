@@ -135,7 +135,7 @@ def test_other_commands_parse(words: list[str], capsys: pytest.CaptureFixture[st
 def test_quick_commands_run_as_written(tmp_path: Path) -> None:
     """In README order, from a folder standing in for the clone's root: the photo, the exports, the bundled test."""
     for entry in REPO.iterdir():
-        if entry.name not in {".git", "runs", ".cache", "overlays", "answer"}:
+        if entry.name not in {".git", "runs", ".cache", "outputs"}:
             (tmp_path / entry.name).symlink_to(entry)
     for words in commands_of("run"):
         result = run(words, cwd=tmp_path)
@@ -145,3 +145,11 @@ def test_quick_commands_run_as_written(tmp_path: Path) -> None:
             written = tmp_path / words[words.index("--output") + 1]
             assert any(written.rglob("*.png")), shlex.join(words)
     assert list((tmp_path / "runs").rglob("events.out.tfevents.*"))  # the bundled test logged its scores
+    # everything the commands wrote is ignored by git: `git status` stays clean in a clone
+    written = sorted(entry.name for entry in tmp_path.iterdir() if not entry.is_symlink())
+    assert "outputs" in written
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", *(f"{name}/" if (tmp_path / name).is_dir() else name for name in written)],
+        cwd=REPO, capture_output=True, text=True,
+    ).stdout.split()
+    assert [name for name in written if f"{name}/" not in ignored and name not in ignored] == []
