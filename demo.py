@@ -90,6 +90,7 @@ TOP_ANSWERS = 5
 # overlays at a 12-megapixel photo's own size would take seconds per word to draw and to send.
 WORK_SIZE = 1024
 MAX_UPLOAD = "50mb"
+TINY_SIDE = 32  # a picture with a side shorter than this gets a note that it is too small to say anything about
 MAX_PIXELS = 50_000_000  # larger pictures are refused from their header, before decoding (decompression bombs)
 PICTURE_SUFFIXES = frozenset({".png", ".gif", ".jpg", ".jpeg"})  # stored in the export zip, not deflated
 EXPORT_MAX_AGE_S = 15 * 60  # an answer's files are deleted this long after (the page has its own copies)
@@ -237,6 +238,19 @@ def uploaded_image(upload: Upload) -> tuple[Image.Image, str]:
     return image, name
 
 
+def warn_if_tiny(image: Image.Image, name: str, model_size: tuple[int, int]) -> None:
+    """A note in the page (and a line in the terminal) when a picture is too small to say anything about: under
+    `TINY_SIDE` pixels a side, the model sees it enlarged many times to its `model_size` (height, width) input, and
+    still answers as confidently as ever."""
+    if min(image.size) < TINY_SIDE:
+        notice = (
+            f"{name} is only {image.width}x{image.height} pixels: the model sees it enlarged to "
+            f"{model_size[1]}x{model_size[0]}, so what it says tells little about the picture. Try a larger photo."
+        )
+        log.info("%s", notice)
+        gr.Warning(notice)
+
+
 def beam_width(value: Any) -> int:
     """The slider's value as a beam width, checked here because API callers can send anything."""
     whole = isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer()
@@ -350,6 +364,7 @@ class Handlers:
         model = chosen(self.captioners, model_name)
         width = beam_width(beam_size)
         image, name = uploaded_image(upload)
+        warn_if_tiny(image, name, model.encoder.input_shape)
         folder = fresh_folder(self.exports) / safe_stem(name)
         words, weights = generate_caption(model, image, width)
         drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_shape)
@@ -359,12 +374,14 @@ class Handlers:
         drawn.write(folder, source=name, parallel=False)  # one core stays free to serve the gallery meanwhile
         yield text, overlays, str(zip_folder(folder, folder.parent / f"{folder.name}_attention.zip"))
 
-    def ask(self, upload: Upload, model_name: str, question: str | None) -> tuple[dict[str, float], Gallery]:
+    def ask(self, upload: Upload, model_name: str, question: str | None) -> tuple[dict[str, float], Gallery, str]:
         """Answer the question -> ({answer in words: probability} for the top answers, [(hop overlay path,
-        "hop k: 40% on top 5%")]). A question longer than the model reads is answered from its first
-        words, with a warning in the page that says so."""
+        "hop k: 40% on top 5%")], the export zip's path: hop overlays, grid.png with the question over it,
+        answer.json). A question longer than the model reads is answered from its first words, with a warning in
+        the page that says so."""
         model = chosen(self.answerers, model_name)
         image, name = uploaded_image(upload)
+        warn_if_tiny(image, name, model.encoder.input_shape)
         question = question if isinstance(question, str) else ""
         folder = fresh_folder(self.exports) / safe_stem(name)
         try:
@@ -380,7 +397,8 @@ class Handlers:
             (str(folder / f"hop_{k}.png"), overlay_title(f"hop {k}", share))
             for k, share in enumerate(record["concentration"], start=1)
         ]
-        return {answer_words(answer): probability for answer, probability in record["answers"]}, hops
+        archive = zip_folder(folder, folder.parent / f"{folder.name}_attention.zip")
+        return {answer_words(answer): probability for answer, probability in record["answers"]}, hops, str(archive)
 
     def compare(self, upload: Upload, follow: str | None) -> list[str | Gallery]:
         """Caption the photo with every model of the Compare tab -> [caption, [(overlay path, word)]] per model, in
@@ -475,6 +493,25 @@ def scale_legend(scale: FixedScale = FixedScale()) -> str:
     )
 
 
+# The overlay galleries (`overlay_gallery`): each tile as tall as its picture, which keeps the photo's aspect, and the
+# title under the picture, whole and wrapped, instead of over its corner and cut with an ellipsis.
+GALLERY_CSS = """
+.overlays .grid-wrap { padding-top: 28px; }
+.overlays .thumbnail-item { aspect-ratio: auto; height: auto; display: flex; flex-direction: column; }
+.overlays .thumbnail-item img { width: 100%; height: auto; }
+.overlays .caption-label { position: static; max-width: none; white-space: normal; overflow: visible;
+  text-overflow: clip; text-align: center; margin: 0; border: none; background: none; }
+"""
+
+
+def overlay_gallery(label: str, *, columns: int, elem_id: str) -> gr.Gallery:
+    """A gallery of overlays that shows each one whole: the photo's aspect kept (no square crop), the title under
+    the picture in full rather than over its corner, cut short (`GALLERY_CSS`)."""
+    return gr.Gallery(
+        label=label, columns=columns, object_fit="contain", height="auto", elem_id=elem_id, elem_classes=["overlays"]
+    )
+
+
 def photo_input(*, elem_id: str) -> gr.Image:
     """An upload box whose file reaches the handler untouched (image_mode=None: no conversion by Gradio)."""
     return gr.Image(label="Photo", type="filepath", image_mode=None, sources=["upload", "clipboard"], elem_id=elem_id)
@@ -489,9 +526,9 @@ def _caption_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
             button = gr.Button("Caption", variant="primary")
         with gr.Column():
             caption = gr.Textbox(label="Caption", interactive=False, elem_id="caption-text")
-            overlays = gr.Gallery(label="Where the model looked, word by word", columns=4, elem_id="caption-gallery")
+            overlays = overlay_gallery("Where the model looked, word by word", columns=4, elem_id="caption-gallery")
             gr.Markdown(scale_legend(), elem_id="caption-legend")
-            archive = gr.File(label="Export (overlays, grid, GIF, caption.json)")
+            archive = gr.File(label="Export (overlays, grid, GIF, caption.json)", elem_id="caption-export")
     names = list(PHOTO_EXAMPLES) + [f"scene_{i}" for i in SCENE_EXAMPLES]  # photos for the first (Flickr8k) model
     gr.Examples([[str(examples[name])] for name in names], inputs=[image])
     # preprocess=False: the handler gets the uploaded file's path and opens it with load_image itself
@@ -504,20 +541,27 @@ def _ask_tab(handlers: Handlers, examples: Mapping[str, Path], questions: Sequen
     with gr.Row():
         with gr.Column():
             image = photo_input(elem_id="ask-image")
-            model = gr.Radio(list(handlers.answerers), value=next(iter(handlers.answerers)), label="Model")
-            question = gr.Textbox(label="Question", placeholder="what colour is the circle?", max_lines=1)
+            model = gr.Radio(
+                list(handlers.answerers), value=next(iter(handlers.answerers)), label="Model", elem_id="ask-model"
+            )
+            question = gr.Textbox(
+                label="Question", placeholder="what colour is the circle?", max_lines=1, elem_id="ask-question"
+            )
             button = gr.Button("Ask", variant="primary")
         with gr.Column():
-            answers = gr.Label(label="Answers", num_top_classes=TOP_ANSWERS)
-            hops = gr.Gallery(label="Where each attention hop looked", columns=2)
+            answers = gr.Label(label="Answers", num_top_classes=TOP_ANSWERS, elem_id="ask-answers")
+            hops = overlay_gallery("Where each attention hop looked", columns=2, elem_id="ask-gallery")
             gr.Markdown(scale_legend(), elem_id="ask-legend")
+            archive = gr.File(label="Export (hop overlays, grid with the question, answer.json)", elem_id="ask-export")
     if questions:  # picking one chooses its model too: a ShapesWorld question is asked of the ShapesWorld model
         rows = [[str(examples[picture]), name, text] for picture, name, text in questions]
         gr.Examples(rows, inputs=[image, model, question])
     else:  # none of the bundled models is loaded: the pictures alone, for questions in the loaded models' words
         gr.Examples([[str(path)] for path in examples.values()], inputs=[image])
     triggers = [button.click, question.submit]
-    gr.on(triggers, handlers.ask, [image, model, question], [answers, hops], api_name="ask", preprocess=False)
+    gr.on(
+        triggers, handlers.ask, [image, model, question], [answers, hops, archive], api_name="ask", preprocess=False
+    )
 
 
 def _compare_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
@@ -546,7 +590,7 @@ def _compare_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
                 with gr.Column():
                     outputs.append(gr.Textbox(label=name, interactive=False, elem_id=f"compare-caption-{number}"))
                     label = f"{name}: where it looked, word by word"
-                    outputs.append(gr.Gallery(label=label, columns=6, height=220, elem_id=f"compare-gallery-{number}"))
+                    outputs.append(overlay_gallery(label, columns=4, elem_id=f"compare-gallery-{number}"))
     scenes = [f"scene_{i}" for i in SCENE_EXAMPLES]
     gr.Examples([[str(examples[name])] for name in scenes + list(PHOTO_EXAMPLES[:1])], inputs=[image])
     triggers = [button.click, follow.submit]
@@ -566,6 +610,7 @@ def launch_app(app: gr.Blocks, *, host: str = DEFAULT_HOST, port: int = DEFAULT_
         share=False,
         ssr_mode=False,
         theme=gr.themes.Default(),
+        css=GALLERY_CSS,
         max_file_size=MAX_UPLOAD,
         quiet=True,
         prevent_thread_lock=True,

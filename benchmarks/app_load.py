@@ -11,9 +11,9 @@ tab) about the same picture, a ShapesWorld test scene and the question the app o
 
 An answer counts only when it is what the app promises: a caption as `demo.CaptionAnswer` describes it (the
 model's own words, one overlay per word titled with that word and its concentration, the export zip); for a
-question, the top answers with probabilities in [0, 1], best first, and one overlay per attention hop. A request
-the full queue turns away at once ("Queue is full! Please try again.") is refused; one that fails or answers in
-another form is lost, and the reasons of the first few are kept.
+question, the top answers with probabilities in [0, 1], best first, one overlay per attention hop and the export
+zip. A request the full queue turns away at once ("Queue is full! Please try again.") is refused; one that fails
+or answers in another form is lost, and the reasons of the first few are kept.
 
 Prints one JSON line: requests sent, answered, refused and lost, the wall time until the last client finished,
 and p50 / p95 / max latency (seconds) of the answered Caption requests, the answered questions, and each client's
@@ -90,17 +90,17 @@ class Expected:
     def answer_problem(self, result: object) -> str | None:
         """Why an Ask answer is wrong in form, or None when it is right."""
         try:
-            answers, hops = result  # type: ignore[misc]
+            answers, hops, archive = result  # type: ignore[misc]
             probabilities = [c["confidence"] for c in answers["confidences"]]
         except (TypeError, ValueError, KeyError):
-            return f"not an (answers, hop overlays) answer: {result!r}"[:200]
+            return f"not an (answers, hop overlays, zip) answer: {result!r}"[:200]
         if len(probabilities) != self.top or not all(0 <= p <= 1 for p in probabilities):
             return f"answers without probabilities: {answers!r}"[:200]
         if probabilities != sorted(probabilities, reverse=True):
             return f"answers not best first: {probabilities}"
         if len(hops or []) != self.hops or not all(file_url(h.get("image")) for h in hops):
             return f"{len(hops or [])} hop overlays, expected {self.hops}"
-        return None
+        return None if file_url(archive) else "no export zip"
 
 
 @dataclass

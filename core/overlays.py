@@ -218,10 +218,12 @@ def word_grid(
     tile_size: int = 224,
     image_title: str = "",
     scale: DisplayScale | None = None,
+    heading: str = "",
 ) -> Image.Image:
     """One picture of a whole caption (or every hop of an answer): the photo first, then one titled overlay
     tile per word, `columns` tiles a row, and, when `scale` is given, the colour bar of that scale under them.
-    Tiles keep the photo's aspect ratio, longest side `tile_size`.
+    Tiles keep the photo's aspect ratio, longest side `tile_size`. A `heading` (an answer's question) goes above it
+    all.
 
     Args:
         image: the photo.
@@ -231,6 +233,7 @@ def word_grid(
         tile_size: longest side of a tile in pixels.
         image_title: the title over the photo's own tile.
         scale: the scale the maps were drawn on (`heat_maps`), for the colour bar; None draws no bar.
+        heading: a line over the whole picture; none when empty.
     """
     if len(words) != len(maps):
         raise ValueError(f"{len(words)} titles for {len(maps)} maps")
@@ -244,13 +247,13 @@ def word_grid(
         shrunk = np.asarray(Image.fromarray(np.asarray(heat, dtype=np.float32)).resize(size, Image.Resampling.BILINEAR))
         tiles.append(titled(overlay(small, shrunk), word))
     sheet = _tiled(tiles, columns)
-    if scale is None:
-        return sheet
-    bar = colour_bar(scale, max(sheet.width, _BAR_MIN_WIDTH))
-    with_bar = Image.new("RGB", (bar.width, sheet.height + bar.height), "white")
-    with_bar.paste(sheet, (0, 0))
-    with_bar.paste(bar, (0, sheet.height))
-    return with_bar
+    if scale is not None:
+        bar = colour_bar(scale, max(sheet.width, _BAR_MIN_WIDTH))
+        with_bar = Image.new("RGB", (bar.width, sheet.height + bar.height), "white")
+        with_bar.paste(sheet, (0, 0))
+        with_bar.paste(bar, (0, sheet.height))
+        sheet = with_bar
+    return titled(sheet, heading) if heading else sheet
 
 
 def colour_bar(scale: DisplayScale, width: int) -> Image.Image:

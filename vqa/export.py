@@ -1,9 +1,9 @@
 """`python -m vqa.export CHECKPOINT IMAGE --question "..." --output DIR [--top 5] [--stretch]`: answer a question
 about a photo and write where each attention hop looked.
 
-DIR receives `hop_1.png`, `hop_2.png`, ... (one overlay per hop), `grid.png` (the photo titled with the best
-answer, then the hops titled "hop k", and the colour bar) and `answer.json` {"image", "question", "answers":
-[[answer, prob], ...], "grid_size": [rows, columns], "image_size": [width, height], "weights": one row of
+DIR receives `hop_1.png`, `hop_2.png`, ... (one overlay per hop), `grid.png` (the question over the photo titled
+with the best answer, then the hops titled "hop k", and the colour bar) and `answer.json` {"image", "question",
+"answers": [[answer, prob], ...], "grid_size": [rows, columns], "image_size": [width, height], "weights": one row of
 rows x columns raw weights per hop, "scale": the scale the pictures are drawn on, "concentration": per hop, the
 share of its attention on the most attended 5% of the photo}. The pictures use one fixed scale for every hop
 (`core.overlays.FixedScale`: 1 = uniform attention); `--stretch` draws each hop up to its own maximum instead.
@@ -106,7 +106,7 @@ def write_answer_overlays(
     best, probability = answers[0]
     titles = [f"hop {hop}" for hop in range(1, len(maps) + 1)]
     title = f"{answer_words(best)} ({probability:.0%})"
-    save_png(word_grid(image, titles, maps, image_title=title, scale=scale), out_dir / "grid.png")
+    save_png(word_grid(image, titles, maps, image_title=title, scale=scale, heading=question), out_dir / "grid.png")
     record = {
         "image": source,
         "question": question,

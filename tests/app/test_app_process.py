@@ -99,7 +99,7 @@ def test_a_refused_request_is_one_line_in_the_terminal(served, tmp_path):
     for api_name, inputs in refused:
         with pytest.raises(AppError):
             client.predict(*inputs, api_name=api_name)
-    answers, _ = client.predict(handle_file(str(scene)), "ShapesWorld", "what colour is the circle?", api_name="/ask")
+    answers, *_ = client.predict(handle_file(str(scene)), "ShapesWorld", "what colour is the circle?", api_name="/ask")
     assert answers["confidences"]  # the app goes on answering
     time.sleep(0.5)  # stderr is read by another thread
     lines = [line for line in served.errors[before:] if line.strip()]

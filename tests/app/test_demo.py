@@ -29,6 +29,7 @@ from typing import Any
 
 import gradio as gr
 import numpy as np
+import torch
 import pytest
 from gradio_client import Client, handle_file
 from gradio_client.exceptions import AppError
@@ -40,7 +41,7 @@ from captioning.bundled import CAPTION_CHECKPOINTS, SHAPES_SOFT
 from captioning.export import PREVIEW_QUALITY, generate_caption, word_file_name
 from captioning.module import CaptioningModule
 from core.checkpoints import read_checkpoint
-from core.overlays import heat_maps, overlay
+from core.overlays import FixedScale, heat_maps, overlay, word_grid
 from data.images import ImageLoadError, load_image
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.answers import answer_words
@@ -160,7 +161,11 @@ def caption(
 
 
 def ask(client: Client, path: Path | None, question: str, model: str = SHAPES_VQA) -> tuple[dict, list[dict]]:
-    return client.predict(handle_file(str(path)) if path is not None else None, model, question, api_name="/ask")
+    """The answers and the hop gallery of an /ask call (its third output, the export zip, is checked on its own)."""
+    answers, hops, _ = client.predict(
+        handle_file(str(path)) if path is not None else None, model, question, api_name="/ask"
+    )
+    return answers, hops
 
 
 def concentration_title(title: str, row: Any) -> str:
@@ -399,6 +404,26 @@ def test_ask_gives_the_top_answers_and_one_overlay_per_hop(client, pictures, ser
         assert overlay.size == (600, 400)
 
 
+def test_ask_offers_the_export_zip_with_the_question_over_its_grid(client, pictures):
+    question = "what colour is the circle?"
+    answers, hops, archive = client.predict(handle_file(str(pictures["coffee"])), SHAPES_VQA, question, api_name="/ask")
+    with zipfile.ZipFile(archive) as exported:
+        names = exported.namelist()
+        assert sorted(name.split("/", 1)[1] for name in names) == ["answer.json", "grid.png", "hop_1.png", "hop_2.png"]
+        record = json.loads(exported.read(next(n for n in names if n.endswith("/answer.json"))))
+        grid = Image.open(io.BytesIO(exported.read(next(n for n in names if n.endswith("/grid.png")))))
+    assert record["question"] == question and answer_words(record["answers"][0][0]) == answers["label"]
+    # the question is a strip of text over the sheet: the grid is the same sheet drawn without it, one strip taller
+    image = load_image(pictures["coffee"])
+    image.thumbnail((demo.WORK_SIZE, demo.WORK_SIZE))
+    maps = heat_maps(torch.tensor(record["weights"]), tuple(record["grid_size"]), image.size, FixedScale())
+    titles = [f"hop {k}" for k in range(1, HOPS + 1)]
+    first = f"{answers['label']} ({record['answers'][0][1]:.0%})"
+    plain = word_grid(image, titles, maps, image_title=first, scale=FixedScale())
+    assert grid.size == (plain.width, plain.height + 18)
+    assert np.asarray(grid.convert("L"))[:18].min() < 100  # the question's text
+
+
 @pytest.mark.parametrize(
     ("question", "problem"),
     [
@@ -468,11 +493,54 @@ def test_a_question_cut_to_the_models_length_is_answered_with_a_warning(pictures
     upload = {"path": str(pictures["scene"]), "orig_name": "scene.png"}
     long_question = " ".join(["what colour is the circle"] * 8)  # 40 words
     with pytest.warns(UserWarning, match=r"Only the first 30 words of the question were read \(it has 40\)"):
-        answers, hops = handlers.ask(upload, SHAPES_VQA, long_question)  # gr.Warning: a warning outside a request
+        answers, hops, _ = handlers.ask(upload, SHAPES_VQA, long_question)  # gr.Warning: a warning outside a request
     assert answers and len(hops) == HOPS
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a question of 30 words or fewer gets no warning
         handlers.ask(upload, SHAPES_VQA, "what colour is the circle?")
+
+
+def test_the_docs_quote_what_the_bundled_model_says_of_the_example_photos(tmp_path):
+    """The README's screenshot caption (made by benchmarks/app_screenshot.py), the app page's and the model card's
+    quotes are what the app's default model says of those example photos, as the Caption tab runs it (beam 3)."""
+    repo = Path(demo.__file__).resolve().parent
+    readme, app_page, card = ((repo / name).read_text() for name in ("README.md", "docs/app.md", "docs/model-card.md"))
+    screenshot = re.compile(r'coffee photo with the bundled Flickr8k soft-attention model: "([^"]+)"')
+    quoted = {"coffee": {*screenshot.findall(readme), *screenshot.findall(app_page)}}
+    for name, what in (("coffee", "an espresso\s+cup"), ("chelsea", "a cat"), ("astronaut", "an astronaut")):
+        quoted.setdefault(name, set()).update(re.findall(rf'"([^"]+)" \({what}\)', card))
+    assert all(len(quotes) == 1 for quotes in quoted.values()), quoted  # each photo quoted, and alike everywhere
+    model = CaptioningModule.load(CAPTION_CHECKPOINTS[DEFAULT_MODEL], map_location="cpu")
+    examples = demo.write_examples(tmp_path)
+    for name, (quote,) in quoted.items():
+        image = load_image(examples[name])
+        image.thumbnail((demo.WORK_SIZE, demo.WORK_SIZE))
+        words, _ = generate_caption(model, image, demo.DEFAULT_BEAM_SIZE)
+        assert " ".join(words) == quote, name
+
+
+def test_a_picture_too_small_to_say_anything_about_gets_a_note(tmp_path):
+    """A 1x1 picture is captioned (and asked about) like any other, with a note that the answer tells little."""
+    handlers = demo.Handlers(*demo.load_models({DEFAULT_MODEL: CAPTION_CHECKPOINTS[DEFAULT_MODEL]}, {SHAPES_VQA: SHAPES_SAN}), tmp_path)
+    for size, noted in (((1, 1), True), ((31, 400), True), ((32, 32), False)):
+        path = tmp_path / f"{size[0]}x{size[1]}.png"
+        Image.new("RGB", size, (120, 80, 40)).save(path)
+        upload = {"path": str(path), "orig_name": path.name}
+        with warnings.catch_warnings(record=True) as caught:  # gr.Warning outside a request: a UserWarning
+            warnings.simplefilter("always")
+            *_, (text, gallery, archive) = handlers.caption(upload, DEFAULT_MODEL, 1)
+            handlers.ask(upload, SHAPES_VQA, "what colour is the circle?")
+        notes = [str(w.message) for w in caught if "pixels: the model sees it enlarged" in str(w.message)]
+        assert text.split() and archive  # answered all the same
+        if noted:
+            sizes = [handlers.captioners[DEFAULT_MODEL].encoder.input_shape, handlers.answerers[SHAPES_VQA].encoder.input_shape]
+            assert notes == [
+                f"{path.name} is only {size[0]}x{size[1]} pixels: the model sees it enlarged to {width}x{height}, so what "
+                "it says tells little about the picture. Try a larger photo."
+                for height, width in sizes
+            ]
+        else:
+            assert notes == []
 
 
 def test_the_ask_tab_shows_answers_as_words(pictures, tmp_path, monkeypatch):
@@ -484,7 +552,7 @@ def test_the_ask_tab_shows_answers_as_words(pictures, tmp_path, monkeypatch):
         return {"answers": answers, "weights": [[0.5], [0.5]], "concentration": [0.5, 0.05]}
 
     monkeypatch.setattr(demo, "export_answer", labelled)
-    answers, hops = handlers.ask({"path": str(pictures["scene"]), "orig_name": "scene.png"}, SHAPES_VQA, "what is it?")
+    answers, hops, _ = handlers.ask({"path": str(pictures["scene"]), "orig_name": "scene.png"}, SHAPES_VQA, "what is it?")
     assert answers == {"tissue roll": 0.6, "bottle of liquid": 0.3, "red": 0.1}
     assert [title for _, title in hops] == ["hop 1: 50% on top 5%", "hop 2: 5% on top 5%"]
 
@@ -571,7 +639,7 @@ def test_a_full_queue_refuses_a_request_with_a_busy_error_and_answers_the_others
 
     full_queue.release.set()
     for job in (full_queue.running, full_queue.waiting):
-        answers, hops = job.result(timeout=120)
+        answers, hops, _ = job.result(timeout=120)
         assert len(answers["confidences"]) == ANSWERS and len(hops) == HOPS
     text, gallery, _ = caption(client, pictures["gray.jpg"])
     assert text.split() and set(text.split()) <= vocabulary[DEFAULT_MODEL] and len(gallery) == len(text.split())
@@ -614,12 +682,43 @@ def caption_in_browser(
         page.close()
 
 
+#: Per gallery tile, in the page: the picture's shown and natural sizes, the title's box and whether its text fits.
+TILE_LAYOUT = """tiles => tiles.map(tile => {
+    const img = tile.querySelector('img'), label = tile.querySelector('.caption-label');
+    const i = img.getBoundingClientRect(), l = label.getBoundingClientRect();
+    return {shown: [i.width, i.height], natural: [img.naturalWidth, img.naturalHeight], image_bottom: i.bottom,
+            label_top: l.top, text: label.textContent.trim(), fits: label.scrollWidth <= label.clientWidth + 1};
+})"""
+
+
 @pytest.mark.slow
 def test_a_person_captions_a_photo_in_a_real_browser(browser, served, pictures, vocabulary):
     text, widths, outside = caption_in_browser(browser, served[1], pictures["coffee"])
     assert text.split() and set(text.split()) <= vocabulary[DEFAULT_MODEL]
     assert widths and all(width > 0 for width in widths)  # every overlay in the gallery loaded
     assert outside == []  # nothing fetched from outside the app: fonts, scripts and images are all local
+
+
+@pytest.mark.slow
+def test_the_gallery_shows_each_whole_map_under_its_whole_title(browser, served, pictures):
+    """Each overlay keeps the photo's aspect (the coffee photo is 3:2: nothing cropped square), and its title is whole
+    ("playing: 20% on top 5%", no ellipsis) and under the picture, not over its corner."""
+    page = open_and_upload(browser, served[1], pictures["coffee"], [])
+    try:
+        page.locator("#caption-export a").first.wait_for(timeout=60_000)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('#caption-gallery img')].every(img => img.complete)", timeout=30_000
+        )
+        tiles = page.locator("#caption-gallery .thumbnail-item").evaluate_all(TILE_LAYOUT)
+        words = page.locator("#caption-text textarea").input_value().split()
+    finally:
+        page.close()
+    assert [tile["text"].split(":")[0] for tile in tiles] == words
+    for tile in tiles:
+        (width, height), (natural_width, natural_height) = tile["shown"], tile["natural"]
+        assert width / height == pytest.approx(natural_width / natural_height, rel=0.03), tile
+        assert natural_width / natural_height == pytest.approx(600 / 400, rel=0.01)
+        assert tile["fits"] and tile["label_top"] >= tile["image_bottom"] - 1, tile
 
 
 @pytest.mark.slow

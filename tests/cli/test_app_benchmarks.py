@@ -6,10 +6,14 @@ drifts from the app counts every request as lost, and fails here."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
+from PIL import Image
 
-from tests.helpers import figures_of, run_benchmark
+from tests.helpers import REPO, figures_of, run_benchmark
+
+CHROMIUM = Path("/usr/bin/chromium")
 
 pytestmark = pytest.mark.slow
 
@@ -46,3 +50,12 @@ def test_app_latency_answers_every_request_and_times_each_part() -> None:
         sequential["first"]["median"] - answer["handler"]["first"]["median"], abs=0.002
     )
     assert isinstance(answer["goal_met"], bool)
+
+
+def test_app_screenshot_shows_the_caption_the_readme_quotes(tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}: install Debian's with `apt-get install -y chromium`")
+    answer = run_benchmark("app_screenshot.py", "--out", str(tmp_path / "app.png"))
+    with Image.open(answer["figure"]) as figure:
+        assert figure.width == 1280 and figure.height > 800  # the full page, 1280 px wide
+    assert f'soft-attention model: "{answer["caption"]}"' in (REPO / "README.md").read_text()

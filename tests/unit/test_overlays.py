@@ -144,6 +144,11 @@ def test_word_grid_lays_out_titled_tiles_and_survives_long_words():
     assert word_grid(photo, [], []).size == (tile_w, tile_h)  # the photo alone
     with pytest.raises(ValueError):
         word_grid(photo, words[:2], maps)
+    # a heading (an answer's question) is one more title strip over the whole sheet, with its text in it
+    headed = word_grid(photo, words, maps, columns=3, heading="what colour is the circle?")
+    assert headed.size == (sheet.width, sheet.height + 18)
+    assert np.asarray(headed)[18:].tobytes() == np.asarray(sheet).tobytes()
+    assert np.asarray(headed.convert("L"))[:18].min() < 100  # dark text on the white strip
 
 
 def test_gif_has_one_frame_per_image(tmp_path):
