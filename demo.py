@@ -52,6 +52,7 @@ import argparse
 import logging
 import re
 import signal
+import threading
 import time
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence, Set
@@ -90,6 +91,10 @@ TOP_ANSWERS = 5
 # overlays at a 12-megapixel photo's own size would take seconds per word to draw and to send.
 WORK_SIZE = 1024
 MAX_UPLOAD = "50mb"
+# What Gradio's copies of uploads and results (and the exports) may take on disk, all together: beyond it the oldest
+# files go first. An app served to a network can otherwise be filled at MAX_UPLOAD a request.
+DEFAULT_MAX_CACHE_MB = 1024
+CACHE_SWEEP_S = 2.0  # how often the bound is checked
 TINY_SIDE = 32  # a picture with a side shorter than this gets a note that it is too small to say anything about
 MAX_PIXELS = 50_000_000  # larger pictures are refused from their header, before decoding (decompression bombs)
 PICTURE_SUFFIXES = frozenset({".png", ".gif", ".jpg", ".jpeg"})  # stored in the export zip, not deflated
@@ -462,8 +467,9 @@ def build_app(
     questions = question_examples(vqa_checkpoints)
     handlers = Handlers(captioners, answerers, work_dir, examples=questions, comparers=comparers)
     examples = write_examples(work_dir / "examples")
-    # delete_cache: Gradio's copies of uploads and results go after an hour, so a long-running app stays small
-    with gr.Blocks(title="Visual attention", analytics_enabled=False, delete_cache=(3600, 3600)) as app:
+    # delete_cache: Gradio's copies of uploads and results go after 15 minutes (checked every 5), as the exports do
+    # (EXPORT_MAX_AGE_S); launch_app also bounds their total size (DiskBound)
+    with gr.Blocks(title="Visual attention", analytics_enabled=False, delete_cache=(300, EXPORT_MAX_AGE_S)) as app:
         gr.Markdown(
             "# Visual attention\nShow, Attend and Tell captions and Stacked Attention Network answers, with where "
             "the model looked. The bundled models were trained on **Flickr8k** photos (captions), **DAQUAR** "
@@ -597,9 +603,61 @@ def _compare_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
     gr.on(triggers, handlers.compare, [image, follow], outputs, api_name="compare", preprocess=False)
 
 
-def launch_app(app: gr.Blocks, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, **options: Any) -> None:
+class DiskBound:
+    """Keeps the files under `folder` (Gradio's cache of uploads and results) within `max_bytes` all together, the
+    oldest deleted first, checked every `every_s` seconds while the app serves. Uploads reach Gradio's cache before
+    any queue (and even without a request), so the bound is kept on the folder, not per request: at most one
+    sweep's worth of uploads can pass it, and a sweep brings the total back under it."""
+
+    def __init__(self, folder: Path, max_bytes: int, every_s: float = CACHE_SWEEP_S) -> None:
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be positive, got {max_bytes}")
+        self.folder, self.max_bytes, self.every_s = folder, max_bytes, every_s
+
+    def sweep(self) -> int:
+        """Delete the oldest files until the folder is within the bound; returns the bytes freed."""
+        files = []
+        for path in self.folder.rglob("*"):
+            try:
+                if path.is_file():
+                    stat = path.stat()
+                    files.append((stat.st_mtime, stat.st_size, path))
+            except OSError:  # deleted meanwhile (Gradio's own clean-up, or a finished request's)
+                continue
+        total, freed = sum(size for _, size, _ in files), 0
+        for _, size, path in sorted(files, key=lambda item: item[0]):
+            if total - freed <= self.max_bytes:
+                break
+            path.unlink(missing_ok=True)
+            freed += size
+        if freed:
+            log.info("disk bound: deleted %d MB of the oldest cached files (bound %d MB)", freed >> 20, self.max_bytes >> 20)
+        return freed
+
+    def keep(self, app: gr.Blocks) -> threading.Thread:
+        """Sweep every `every_s` seconds in a daemon thread while `app` is running."""
+
+        def run() -> None:
+            while app.is_running:
+                time.sleep(self.every_s)
+                self.sweep()
+
+        thread = threading.Thread(target=run, name="disk-bound", daemon=True)
+        thread.start()
+        return thread
+
+
+def launch_app(
+    app: gr.Blocks,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    max_cache_mb: int = DEFAULT_MAX_CACHE_MB,
+    **options: Any,
+) -> None:
     """Serve the app locally and offline: never shared, no server-side rendering (it would need Node), the
-    default theme (its fonts are served by the app, none come from a font CDN), uploads up to MAX_UPLOAD.
+    default theme (its fonts are served by the app, none come from a font CDN), uploads up to MAX_UPLOAD, and
+    Gradio's cache of uploads and results kept within `max_cache_mb` MB (`DiskBound`).
     Gradio's own start-up lines are replaced by one that says where the app is (its hint to set `share=True` would
     suggest the opposite of this local, offline app); `quiet=True` prints nothing."""
     quiet = options.pop("quiet", False)
@@ -616,6 +674,7 @@ def launch_app(app: gr.Blocks, *, host: str = DEFAULT_HOST, port: int = DEFAULT_
         prevent_thread_lock=True,
         **options,
     )
+    DiskBound(Path(os.environ["GRADIO_TEMP_DIR"]), max_cache_mb << 20).keep(app)
     if not quiet:
         where = "this computer only" if host in ("127.0.0.1", "localhost") else "reachable from your network"
         print(f"* Running on local URL:  {app.local_url} ({where}; Ctrl+C stops it)", flush=True)
@@ -649,9 +708,18 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         help="requests that may wait, all tabs together; more are refused with a busy message "
         f"(default {DEFAULT_MAX_QUEUE})",
     )
+    parser.add_argument(
+        "--max-cache-mb",
+        type=int,
+        default=DEFAULT_MAX_CACHE_MB,
+        help="disk space the uploads and results may take, all together; beyond it the oldest are deleted "
+        f"(default {DEFAULT_MAX_CACHE_MB})",
+    )
     args = parser.parse_args(argv)
     if args.max_queue < 1:
         parser.error(f"--max-queue must be at least 1, got {args.max_queue}")
+    if args.max_cache_mb < 1:
+        parser.error(f"--max-cache-mb must be at least 1, got {args.max_cache_mb}")
     args.caption_model = dict(args.caption_model or CAPTION_CHECKPOINTS)
     args.vqa_model = dict(args.vqa_model or VQA_CHECKPOINTS)
     return args
@@ -676,7 +744,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     except (FileNotFoundError, ValueError) as error:  # a checkpoint that is missing or not of the right kind
         raise SystemExit(f"error: {error}") from None
-    launch_app(app, host=args.host, port=args.port)
+    launch_app(app, host=args.host, port=args.port, max_cache_mb=args.max_cache_mb)
 
 
 if __name__ == "__main__":

@@ -45,13 +45,16 @@ from data.vocabulary import tokenize
 
 METRIC_NAMES: tuple[str, ...] = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr")
 
+#: Articles and determiners ("a dog is near the" stopped mid-phrase), and with the possessives the words that open a
+#: noun phrase ("a", "the", "its"): `DETERMINERS`.
+ARTICLES: frozenset[str] = frozenset("a an the this that these those some each every".split())
+DETERMINERS: frozenset[str] = ARTICLES | frozenset("his her its their".split())
+
 #: English closed-class words a finished caption does not end on: articles and determiners, prepositions,
 #: conjunctions ("a dog is in the", "a man on a bike and"). A caption that ends on one stopped mid-phrase.
-CLOSED_CLASS_WORDS: frozenset[str] = frozenset(
-    # articles and determiners
-    "a an the this that these those some each every".split()
+CLOSED_CLASS_WORDS: frozenset[str] = ARTICLES | frozenset(
     # prepositions
-    + "about above across after against along among around at before behind below beneath beside between "
+    "about above across after against along among around at before behind below beneath beside between "
     "beyond by down during for from in inside into near of off on onto out outside over past through "
     "throughout to toward towards under underneath up upon with within without".split()
     # conjunctions
@@ -59,10 +62,31 @@ CLOSED_CLASS_WORDS: frozenset[str] = frozenset(
 )
 
 
+#: The adjectives captions use most (colours, sizes, ages, textures: those of Flickr8k's captions). Right after a
+#: determiner or another of them, one cannot end a caption: "wearing a pink", "a little black" lack their noun.
+#: After a verb it may: "the dog is black".
+MODIFIERS: frozenset[str] = frozenset(
+    "black white brown red blue green yellow pink purple orange gray grey tan dark light blond blonde golden silver "
+    "small large big little tiny tall short long young old older wet muddy snowy grassy sandy rocky dirty colorful "
+    "colourful striped spotted fluffy furry shaggy".split()
+)
+
+
+def ends_mid_phrase(words: Sequence[str]) -> bool:
+    """Whether a caption stops before its phrase is done: on a closed-class word ("a dog is in the"), or on a
+    modifier that follows a determiner or another modifier ("a girl in a pink")."""
+    if not words:
+        return False
+    if words[-1] in CLOSED_CLASS_WORDS:
+        return True
+    return words[-1] in MODIFIERS and len(words) > 1 and words[-2] in DETERMINERS | MODIFIERS
+
+
 def caption_flaws(captions: Sequence[str]) -> dict[str, float]:
     """Two flaws of generated captions that the n-gram metrics barely punish, each as a share of `captions`:
 
-    * "ended_mid_phrase": the last word is closed-class (`CLOSED_CLASS_WORDS`): "a black dog is in the";
+    * "ended_mid_phrase": the caption stops before its phrase is done (`ends_mid_phrase`): "a black dog is in the",
+      "a girl in a pink";
     * "repeated_trigram": some three consecutive words occur twice: "in front of a building in front of a".
 
     Words are `data.vocabulary.tokenize`'s; an empty caption has neither flaw.
@@ -72,7 +96,7 @@ def caption_flaws(captions: Sequence[str]) -> dict[str, float]:
     ended = repeated = 0
     for caption in captions:
         words = tokenize(caption)
-        ended += bool(words) and words[-1] in CLOSED_CLASS_WORDS
+        ended += ends_mid_phrase(words)
         trigrams = list(zip(words, words[1:], words[2:]))
         repeated += len(set(trigrams)) < len(trigrams)
     return {"ended_mid_phrase": ended / len(captions), "repeated_trigram": repeated / len(captions)}

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from captioning.decoder import ShowAttendTell
-from captioning.metrics import CLOSED_CLASS_WORDS, caption_flaws, score_captions
+from captioning.metrics import CLOSED_CLASS_WORDS, DETERMINERS, MODIFIERS, caption_flaws, score_captions
 from captioning.objectives import AttentionObjective, LossTerms, SoftAttention
 from captioning.search import Generated, beam_search
 from captioning.self_critical import SelfCritical
@@ -66,7 +66,8 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
             The default 3 stops "in front of a building in front of a building"; a synthetic grammar that
             repeats phrases by design ("a small red square above a small red circle") sets 0.
         complete_phrases: beam search never ends a caption on an article, preposition or conjunction
-            (`captioning.metrics.CLOSED_CLASS_WORDS`): "a dog is in the" must go on to say where.
+            (`captioning.metrics.CLOSED_CLASS_WORDS`), nor on an adjective right after an article or another
+            adjective (`MODIFIERS`): "a dog is in the" must go on to say where, "a girl in a pink" to say what.
             Both rules were chosen on Flickr8k's validation split (`docs/experiments.md`); the paper's plain
             beam search is `no_repeat_ngram_size=0, complete_phrases=False`.
         max_length: longest generated caption, in words.
@@ -214,7 +215,9 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
             beam_size=beam_size or self.hparams.beam_size,
             length_penalty=self.hparams.length_penalty,
             no_repeat_ngram_size=self.hparams.no_repeat_ngram_size,
-            no_end_after=self._closed_class_ids() if self.hparams.complete_phrases else (),
+            no_end_after=self._ids_of(CLOSED_CLASS_WORDS) if self.hparams.complete_phrases else (),
+            modifiers=self._ids_of(MODIFIERS) if self.hparams.complete_phrases else (),
+            determiners=self._ids_of(DETERMINERS),
             read=self.attention.inference_read(),
             banned=self._banned_words(),
         )
@@ -237,10 +240,9 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         v = self.vocabulary
         return v.unk_id, v.pad_id, v.start_id
 
-    def _closed_class_ids(self) -> tuple[int, ...]:
-        """Ids of the vocabulary's closed-class words, which a caption may not end on (`complete_phrases`)."""
-        known = self.vocabulary.tokens
-        return tuple(i for i, token in enumerate(known) if token in CLOSED_CLASS_WORDS)
+    def _ids_of(self, words: frozenset[str]) -> tuple[int, ...]:
+        """Ids of the vocabulary's tokens among `words` (the closed-class words and modifiers of `complete_phrases`)."""
+        return tuple(i for i, token in enumerate(self.vocabulary.tokens) if token in words)
 
     def _require_vocabulary(self) -> None:
         if self.decoder is None:

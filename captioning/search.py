@@ -129,6 +129,8 @@ def beam_search(
     length_penalty: float = 0.0,
     no_repeat_ngram_size: int = 0,
     no_end_after: Sequence[int] = (),
+    modifiers: Sequence[int] = (),
+    determiners: Sequence[int] = (),
     read: Read = EXPECTATION,
     banned: Sequence[int] = (),
 ) -> Generated:
@@ -140,7 +142,9 @@ def beam_search(
     divided by length^length_penalty (length counts the words and the <end>), among the beams that ended
     with <end> (a beam cut at max_length wins only when none did). Word ids in `banned` are never emitted,
     nor, when `no_repeat_ngram_size` is n > 0, a word that would write one of the caption's n-grams twice, nor
-    <end> right after a word of `no_end_after` (e.g. "the": the caption must finish its phrase).
+    <end> right after a word of `no_end_after` (e.g. "the": the caption must finish its phrase), nor <end> right
+    after a word of `modifiers` (e.g. "pink") that follows a word of `determiners` or `modifiers` ("a pink": the noun
+    is missing; "the dog is pink" may end).
     """
     batch, locations = features.shape[0], features.shape[1]
     k = beam_size
@@ -157,6 +161,8 @@ def beam_search(
     lengths = torch.zeros(batch, k, dtype=torch.long, device=features.device)  # words, <end> excluded
     rows = torch.arange(batch, device=features.device).unsqueeze(1)  # (B, 1)
     no_end_after_ids = torch.as_tensor(list(no_end_after), dtype=torch.long, device=features.device)
+    modifier_ids = torch.as_tensor(list(modifiers), dtype=torch.long, device=features.device)
+    opener_ids = torch.as_tensor([*determiners, *modifiers], dtype=torch.long, device=features.device)
 
     for t in range(max_length):
         out = decoder.step(words, state, memory, read)
@@ -169,6 +175,9 @@ def beam_search(
         if t > 0 and len(no_end_after):
             mid_phrase = torch.isin(tokens[:, :, t - 1], no_end_after_ids)  # (B, K)
             log_probs[..., end_id].masked_fill_(mid_phrase, float("-inf"))
+        if t > 1 and len(modifiers):
+            dangling = torch.isin(tokens[:, :, t - 1], modifier_ids) & torch.isin(tokens[:, :, t - 2], opener_ids)  # (B, K)
+            log_probs[..., end_id].masked_fill_(dangling, float("-inf"))
         # A finished beam continues with exactly one zero-cost candidate (index end_id) and nothing else.
         if bool(finished.any()):
             log_probs.masked_fill_(finished.unsqueeze(-1), float("-inf"))

@@ -48,10 +48,10 @@ TINY_LOCAL_CNN = ["--model.encoder.init_args.widths=[4,8,8]", "--model.encoder.i
 CSV_LOGGER = "--trainer.logger=lightning.pytorch.loggers.CSVLogger"
 
 
-def run_module(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """`python -m module args...` in cwd; fails the test with the end of its output when it fails."""
+def run_python(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`python args...` in cwd, the repository on the path; fails the test with the end of its output when it fails."""
     result = subprocess.run(
-        [sys.executable, "-m", module, *args],
+        [sys.executable, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -62,18 +62,15 @@ def run_module(module: str, *args: str, cwd: Path) -> subprocess.CompletedProces
     return result
 
 
+def run_module(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`python -m module args...` in cwd; fails the test with the end of its output when it fails."""
+    return run_python("-m", module, *args, cwd=cwd)
+
+
 def run_benchmark(script: str, *args: str) -> dict:
     """`python benchmarks/<script> args...` from the repository root, as docs/performance.md runs it -> the JSON object
     of its last line of output; fails the test with the end of its output when it fails."""
-    result = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / script), *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
+    result = run_python(str(REPO / "benchmarks" / script), *args, cwd=REPO)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 

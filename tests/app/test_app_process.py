@@ -1,8 +1,9 @@
 """`python demo.py` as a person runs it, in a subprocess whose TMPDIR is a test folder: a refused request is one
-line in the terminal (no traceback, no PIL warning), and stopping it with `kill` (SIGTERM) leaves nothing behind.
+line in the terminal (no traceback, no PIL warning), uploads beyond the disk bound are deleted while the app goes on
+serving, and stopping it with `kill` (SIGTERM) leaves nothing behind.
 
-The two tests share one served app, with the small ShapesWorld models only (it starts in a few seconds): the
-first makes the requests, the second stops it, so they run in this order.
+The tests share one served app, with the small ShapesWorld models only (it starts in a few seconds): the first make
+requests, the last stops it, so they run in this order.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ from PIL import Image
 
 from captioning.bundled import SHAPES_SOFT
 from tests.app.test_demo import free_port
+from tests.helpers import GRADIO_DOWNLOADS
 from vqa.bundled import SHAPES_SAN
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
-
-from tests.helpers import GRADIO_DOWNLOADS
+MAX_CACHE_MB = 3  # the served app's disk bound (--max-cache-mb): small, so a test can send more than it
 
 
 @dataclass
@@ -54,7 +55,7 @@ def served(tmp_path_factory) -> Iterator[Served]:
     env.pop("GRADIO_TEMP_DIR", None)
     process = subprocess.Popen(
         [
-            sys.executable, "demo.py", "--port", str(port),
+            sys.executable, "demo.py", "--port", str(port), "--max-cache-mb", str(MAX_CACHE_MB),
             "--caption-model", f"ShapesWorld soft={SHAPES_SOFT}", "--vqa-model", f"ShapesWorld={SHAPES_SAN}",
         ],
         cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -106,6 +107,34 @@ def test_a_refused_request_is_one_line_in_the_terminal(served, tmp_path):
     assert len(lines) == len(refused), "".join(lines)
     assert all(line.startswith("request refused: ") for line in lines), "".join(lines)
     assert "large.png is too large" in lines[1] and "Unknown model 'medium'" in lines[3]
+
+
+def disk_use(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def test_uploads_beyond_the_disk_bound_are_deleted_and_the_app_goes_on(served, tmp_path):
+    """Uploads reach Gradio's cache without any request (POST /gradio_api/upload, as a client sends a file before
+    its request): 12 MB of them against a 3 MB bound. Within a few sweeps the cache is back under the bound, the
+    oldest uploads gone, and the app answers as before."""
+    uploads = []
+    with httpx.Client(timeout=60) as http:
+        for number in range(12):
+            data = os.urandom(1 << 20)  # 1 MB that does not compress
+            answer = http.post(f"{served.url}gradio_api/upload", files=[("files", (f"upload_{number}.bin", data))])
+            assert answer.status_code == 200, answer.text
+            uploads += answer.json()
+    cache = next(served.tmp.glob("visual-attention-demo-*")) / "gradio"
+    deadline = time.monotonic() + 30
+    while disk_use(cache) > MAX_CACHE_MB << 20 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert disk_use(cache) <= MAX_CACHE_MB << 20
+    assert not Path(uploads[0]).exists() and Path(uploads[-1]).exists()  # the oldest went first
+    scene = tmp_path / "scene.png"
+    Image.new("RGB", (64, 64), "purple").save(scene)
+    client = Client(served.url, verbose=False, download_files=GRADIO_DOWNLOADS)
+    text, gallery, _ = client.predict(handle_file(str(scene)), "ShapesWorld soft", 3, api_name="/caption")
+    assert text.split() and len(gallery) == len(text.split())
 
 
 def test_sigterm_stops_the_app_and_leaves_nothing_in_tmp(served):

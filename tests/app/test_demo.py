@@ -519,6 +519,21 @@ def test_the_docs_quote_what_the_bundled_model_says_of_the_example_photos(tmp_pa
         assert " ".join(words) == quote, name
 
 
+def test_the_disk_bound_deletes_the_oldest_files_until_the_cache_fits(tmp_path):
+    sizes = [400, 300, 200, 100]  # bytes, oldest first
+    for age, size in enumerate(sizes):
+        path = tmp_path / f"upload{age}" / "file.bin"
+        path.parent.mkdir()
+        path.write_bytes(b"x" * size)
+        os.utime(path, (1000 + age, 1000 + age))
+    bound = demo.DiskBound(tmp_path, max_bytes=350)
+    assert bound.sweep() == 700  # 1000 bytes: the 400 and the 300 go, 300 are left
+    assert sorted(p.parent.name for p in tmp_path.rglob("*.bin")) == ["upload2", "upload3"]
+    assert bound.sweep() == 0  # within the bound: nothing more
+    with pytest.raises(ValueError):
+        demo.DiskBound(tmp_path, max_bytes=0)
+
+
 def test_a_picture_too_small_to_say_anything_about_gets_a_note(tmp_path):
     """A 1x1 picture is captioned (and asked about) like any other, with a note that the answer tells little."""
     handlers = demo.Handlers(*demo.load_models({DEFAULT_MODEL: CAPTION_CHECKPOINTS[DEFAULT_MODEL]}, {SHAPES_VQA: SHAPES_SAN}), tmp_path)

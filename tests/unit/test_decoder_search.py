@@ -334,16 +334,29 @@ def has_repeated_ngram(words: list[int], n: int) -> bool:
     return len(grams) != len(set(grams))
 
 
+def dangling(words: list[int], no_end_after: tuple[int, ...], modifiers: tuple[int, ...], determiners: tuple[int, ...]) -> bool:
+    """The documented ending rules: the last word is one of no_end_after, or a modifier after a determiner or
+    modifier."""
+    if not words:
+        return False
+    after_opener = len(words) > 1 and words[-2] in determiners + modifiers
+    return words[-1] in no_end_after or (words[-1] in modifiers and after_opener)
+
+
 @pytest.mark.parametrize(
-    "seed,length_penalty,no_repeat,no_end_after",
-    [(5, 0.6, 0, ()), (9, 0.6, 0, ()), (3, 1.0, 0, ()), (1, 2.0, 0, ()), (11, 1.0, 2, ()), (11, 2.0, 2, ()),
-     (5, 0.6, 0, (4,)), (9, 1.0, 0, (3, 5))],
+    "seed,length_penalty,no_repeat,no_end_after,modifiers,determiners",
+    [(5, 0.6, 0, (), (), ()), (9, 0.6, 0, (), (), ()), (3, 1.0, 0, (), (), ()), (1, 2.0, 0, (), (), ()),
+     (11, 1.0, 2, (), (), ()), (11, 2.0, 2, (), (), ()), (5, 0.6, 0, (4,), (), ()), (9, 1.0, 0, (3, 5), (), ()),
+     (2, 0.6, 0, (), (3,), (4,)), (6, 1.0, 0, (), (5,), (3,)), (5, 1.0, 0, (4,), (5,), (3,))],
 )  # fmt: skip
-def test_wide_beam_finds_the_best_length_penalised_caption_by_enumeration(seed, length_penalty, no_repeat, no_end_after):
+def test_wide_beam_finds_the_best_length_penalised_caption_by_enumeration(
+    seed, length_penalty, no_repeat, no_end_after, modifiers, determiners
+):
     """Every caption of words {3, 4, 5} up to max_length 4 scored by the documented rule: among the captions that
     ended with <end>, the best total log-probability / length^penalty, the length counting the <end>; with
     no_repeat n, among those that write no n-gram twice; with no_end_after, among those whose last word is not
-    one of those. A caption cut at max_length (no <end>) never wins while one ended."""
+    one of those, nor (with modifiers) a modifier after a determiner or a modifier. A caption cut at max_length (no <end>)
+    never wins while one ended."""
     decoder = make_decoder(vocab=6, seed=seed)
     with torch.no_grad():
         decoder.out.weight.mul_(3)  # sharper distributions, so lengths and probabilities differ more
@@ -351,7 +364,8 @@ def test_wide_beam_finds_the_best_length_penalised_caption_by_enumeration(seed, 
     images = torch.randn(3, 5, 6)
     found = beam_search(
         decoder, images, start_id=START, end_id=END, max_length=max_length, beam_size=121,
-        length_penalty=length_penalty, no_repeat_ngram_size=no_repeat, no_end_after=no_end_after, banned=banned,
+        length_penalty=length_penalty, no_repeat_ngram_size=no_repeat, no_end_after=no_end_after, modifiers=modifiers,
+        determiners=determiners, banned=banned,
     )  # fmt: skip
     penalty_mattered = end_counted = cut_lost = rule_changed = False
     for b in range(len(images)):
@@ -371,7 +385,7 @@ def test_wide_beam_finds_the_best_length_penalised_caption_by_enumeration(seed, 
                     cut.append((total / n**length_penalty, total, words))
         allowed = [
             s for s in scored
-            if not (no_repeat and has_repeated_ngram(s[2], no_repeat)) and not (s[2] and s[2][-1] in no_end_after)
+            if not (no_repeat and has_repeated_ngram(s[2], no_repeat)) and not dangling(s[2], no_end_after, modifiers, determiners)
         ]  # fmt: skip
         best_score, best_total, best_words, _ = max(allowed, key=lambda s: s[0])
         runner_up = max(s[0] for s in allowed if s[2] != best_words)
@@ -384,7 +398,7 @@ def test_wide_beam_finds_the_best_length_penalised_caption_by_enumeration(seed, 
         rule_changed |= max(scored, key=lambda s: s[0])[2] != best_words
     # these cases tell the rules apart: the ban changes a caption; without it, the penalty changes one, counting
     # the <end> in the length changes one, and a caption cut at max_length would have won
-    if no_repeat or no_end_after:
+    if no_repeat or no_end_after or modifiers:
         assert rule_changed  # the rule changed a caption (the best one otherwise breaks it)
     else:
         assert penalty_mattered and end_counted and cut_lost

@@ -25,6 +25,7 @@ from captioning.metrics import (
     CaptionMetricFallbackWarning,
     caption_flaws,
     caption_metric_backend,
+    ends_mid_phrase,
     score_captions,
     tokenize_like_ptb,
 )
@@ -294,7 +295,7 @@ def test_ensure_wordnet_makes_nltk_wordnet_work() -> None:
 def test_caption_flaws_count_mid_phrase_endings_and_repeated_trigrams() -> None:
     captions = [
         "a black and white dog is in the",  # ends on an article
-        "a little girl in a pink hat is in a pink",  # "in a pink" twice; "pink" is not closed-class
+        "a little girl in a pink hat is in a pink",  # "in a pink" twice; ends on an adjective after "a"
         "a man rides a bike with",  # ends on a preposition
         "in front of a red building in front of a red building",  # "in front of" twice
         "a dog runs through the grass .",  # fine: punctuation is not a word
@@ -302,7 +303,11 @@ def test_caption_flaws_count_mid_phrase_endings_and_repeated_trigrams() -> None:
         "",  # no words: neither flaw
         "the the the",  # one trigram, written once: ends on an article only
     ]
-    assert caption_flaws(captions) == {"ended_mid_phrase": 4 / 8, "repeated_trigram": 2 / 8}
+    assert caption_flaws(captions) == {"ended_mid_phrase": 5 / 8, "repeated_trigram": 2 / 8}
+    # an adjective may end a caption after a verb, not after a determiner or another adjective
+    assert [ends_mid_phrase(c.split()) for c in ("the dog is black", "a dog in its black", "a little black")] == [
+        False, True, True
+    ]
     assert caption_flaws(["a dog on a dog on a"]) == {"ended_mid_phrase": 1.0, "repeated_trigram": 1.0}
     with pytest.raises(ValueError, match="at least one caption"):
         caption_flaws([])

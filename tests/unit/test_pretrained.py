@@ -191,7 +191,8 @@ def _coffee(folder: Path) -> None:
     """The photo the README's commands write before the example reads it."""
     import skimage.data
 
-    Image.fromarray(skimage.data.coffee()).save(folder / "coffee.png")
+    (folder / "outputs").mkdir()
+    Image.fromarray(skimage.data.coffee()).save(folder / "outputs" / "coffee.png")
 
 
 def test_the_readme_example_runs_with_the_shapesworld_models(tmp_path, monkeypatch):
@@ -200,7 +201,7 @@ def test_the_readme_example_runs_with_the_shapesworld_models(tmp_path, monkeypat
     _coffee(tmp_path)
     monkeypatch.chdir(tmp_path)
     exec(code.replace('"flickr8k-soft"', '"shapes-soft"').replace('"daquar-san"', '"shapes-san"'), {})
-    assert (tmp_path / "overlays" / "coffee" / "caption.json").is_file()
+    assert (tmp_path / "outputs" / "overlays" / "coffee" / "caption.json").is_file()
 
 
 @pytest.mark.slow
@@ -208,4 +209,4 @@ def test_the_readme_example_runs_as_written(tmp_path, monkeypatch):
     _coffee(tmp_path)
     monkeypatch.chdir(tmp_path)
     exec(_readme_example(), {})
-    assert (tmp_path / "overlays" / "coffee" / "caption.json").is_file()
+    assert (tmp_path / "outputs" / "overlays" / "coffee" / "caption.json").is_file()
