@@ -20,6 +20,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from app_latency import ROOT, start_server, stop_server  # sets the offline environment
 
@@ -30,48 +31,45 @@ TIMEOUT_MS = 120_000
 TABS = ("caption", "ask", "compare")
 
 
-def shoot(url: str, tab: str, out: Path, examples: dict[str, Path]) -> dict:
-    """Open the app at `url`, do the tab's example, save the screenshot to `out`; what the page shows."""
-    from playwright.sync_api import sync_playwright
-
+def shoot(browser: Any, url: str, tab: str, out: Path, examples: dict[str, Path]) -> dict:
+    """Open the app at `url` in `browser` (Playwright's), do the tab's example, save the screenshot to `out`; what
+    the page shows."""
     import demo
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_page(viewport=VIEWPORT)
-            page.goto(url, wait_until="networkidle")
-            shown: dict = {}
-            if tab == "caption":
-                page.locator("#caption-image input[type=file]").set_input_files(str(examples["coffee"]))
-                page.get_by_role("button", name="Caption", exact=True).click()
-                page.locator("#caption-export a").first.wait_for(timeout=TIMEOUT_MS)  # the zip: the last answer
-                shown["caption"] = page.locator("#caption-text textarea").input_value()
-                gallery = "#caption-gallery"
-            elif tab == "ask":
-                picture, _, question = next(row for row in demo.QUESTION_EXAMPLES if row[0].startswith("scene_"))
-                page.get_by_role("tab", name="Ask").click()
-                page.locator("#ask-image input[type=file]").set_input_files(str(examples[picture]))
-                page.locator("#ask-model label", has_text="ShapesWorld").first.click()
-                page.locator("#ask-question").get_by_role("textbox").fill(question)
-                page.get_by_role("button", name="Ask", exact=True).click()
-                page.locator("#ask-export a").first.wait_for(timeout=TIMEOUT_MS)
-                shown["question"] = question
-                gallery = "#ask-gallery"
-            else:
-                page.get_by_role("tab", name="Compare").click()
-                page.locator("#compare-image input[type=file]").set_input_files(str(examples["scene_3"]))
-                page.get_by_role("button", name="Compare", exact=True).click()
-                page.locator("#compare-gallery-6 img").first.wait_for(timeout=TIMEOUT_MS)
-                gallery = "[id^=compare-gallery-]"
-            page.locator(f"{gallery} img").first.wait_for(timeout=TIMEOUT_MS)
-            page.wait_for_function(
-                f"() => [...document.querySelectorAll('{gallery} img')].every(img => img.complete && img.naturalWidth)",
-                timeout=TIMEOUT_MS,
-            )
-            page.screenshot(path=str(out), full_page=True)
-        finally:
-            browser.close()
+    page = browser.new_page(viewport=VIEWPORT)
+    try:
+        page.goto(url, wait_until="networkidle")
+        shown: dict = {}
+        if tab == "caption":
+            page.locator("#caption-image input[type=file]").set_input_files(str(examples["coffee"]))
+            page.get_by_role("button", name="Caption", exact=True).click()
+            page.locator("#caption-export a").first.wait_for(timeout=TIMEOUT_MS)  # the zip: the last answer
+            shown["caption"] = page.locator("#caption-text textarea").input_value()
+            gallery = "#caption-gallery"
+        elif tab == "ask":
+            picture, _, question = next(row for row in demo.QUESTION_EXAMPLES if row[0].startswith("scene_"))
+            page.get_by_role("tab", name="Ask").click()
+            page.locator("#ask-image input[type=file]").set_input_files(str(examples[picture]))
+            page.locator("#ask-model label", has_text="ShapesWorld").first.click()
+            page.locator("#ask-question").get_by_role("textbox").fill(question)
+            page.get_by_role("button", name="Ask", exact=True).click()
+            page.locator("#ask-export a").first.wait_for(timeout=TIMEOUT_MS)
+            shown["question"] = question
+            gallery = "#ask-gallery"
+        else:
+            page.get_by_role("tab", name="Compare").click()
+            page.locator("#compare-image input[type=file]").set_input_files(str(examples["scene_3"]))
+            page.get_by_role("button", name="Compare", exact=True).click()
+            page.locator("#compare-gallery-6 img").first.wait_for(timeout=TIMEOUT_MS)
+            gallery = "[id^=compare-gallery-]"
+        page.locator(f"{gallery} img").first.wait_for(timeout=TIMEOUT_MS)
+        page.wait_for_function(
+            f"() => [...document.querySelectorAll('{gallery} img')].every(img => img.complete && img.naturalWidth)",
+            timeout=TIMEOUT_MS,
+        )
+        page.screenshot(path=str(out), full_page=True)
+    finally:
+        page.close()
     return {"figure": str(out), "tab": tab, **shown}
 
 
@@ -86,6 +84,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_arguments(argv)
     if not CHROMIUM.exists():
         raise SystemExit(f"error: no Chromium at {CHROMIUM}: install Debian's with `apt-get install -y chromium`")
+    from playwright.sync_api import sync_playwright
+
     import demo
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -93,7 +93,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         examples = demo.write_examples(Path(folder))
         child, url, _ = start_server()
         try:
-            print(json.dumps(shoot(url, args.tab, args.out.resolve(), examples)))
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+                try:
+                    print(json.dumps(shoot(browser, url, args.tab, args.out.resolve(), examples)))
+                finally:
+                    browser.close()
         finally:
             stop_server(child)
 

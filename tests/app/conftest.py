@@ -4,6 +4,7 @@ and a temp folder of their own for what gradio_client leaves behind."""
 from __future__ import annotations
 
 import tempfile
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,14 +27,16 @@ CHROMIUM_ARGS = [
 @pytest.fixture(scope="session", autouse=True)
 def client_temp_folder() -> Iterator[None]:
     """gradio_client downloads each file through a new folder in the system's temp folder and leaves it there, empty
-    (one per file: hundreds per test run). While the app tests run, the temp folder is `GRADIO_DOWNLOADS`, which is
-    deleted when the test process ends. (Their apps' own files are in `demo.WORK_DIR`, made when demo is imported.)"""
-    saved = tempfile.tempdir
-    tempfile.tempdir = str(GRADIO_DOWNLOADS)
-    try:
+    (one per file: hundreds per test run). While the app tests run, gradio_client alone (not the app, which only
+    serves files from the system's temp folder) sees `GRADIO_DOWNLOADS` as that folder, deleted when the test process
+    ends."""
+    import gradio_client.client
+
+    for_the_client = types.SimpleNamespace(**vars(tempfile))
+    for_the_client.gettempdir = lambda: str(GRADIO_DOWNLOADS)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gradio_client.client, "tempfile", for_the_client)
         yield
-    finally:
-        tempfile.tempdir = saved
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # gradio_client must never look for a Hugging Face Space
 
+import importlib
 import io
 import json
 import re
@@ -712,6 +713,20 @@ def test_a_person_captions_a_photo_in_a_real_browser(browser, served, pictures, 
     assert text.split() and set(text.split()) <= vocabulary[DEFAULT_MODEL]
     assert widths and all(width > 0 for width in widths)  # every overlay in the gallery loaded
     assert outside == []  # nothing fetched from outside the app: fonts, scripts and images are all local
+
+
+@pytest.mark.slow
+def test_the_readme_screenshot_script_shows_the_caption_the_readme_quotes(browser, served, tmp_path, monkeypatch):
+    """benchmarks/app_screenshot.py's page work, on this file's app and browser (its own server start is
+    app_latency.py's, run by tests/cli/test_app_benchmarks.py)."""
+    monkeypatch.syspath_prepend(str(Path(demo.__file__).resolve().parent / "benchmarks"))
+    screenshot = importlib.import_module("app_screenshot")
+    examples = demo.write_examples(tmp_path / "examples")
+    shown = screenshot.shoot(browser, served[1], "caption", tmp_path / "app.png", examples)
+    with Image.open(shown["figure"]) as figure:
+        assert figure.width == 1280 and figure.height > 800  # the whole page, 1280 px wide
+    readme = (Path(demo.__file__).resolve().parent / "README.md").read_text()
+    assert f'soft-attention model: "{shown["caption"]}"' in readme
 
 
 @pytest.mark.slow

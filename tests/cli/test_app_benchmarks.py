@@ -1,19 +1,16 @@
 """The demo app's benchmarks of docs/performance.md, end to end at two clients: each serves the app from the bundled
 checkpoints in a child process and sends it real requests. Every request must come back answered in the form the
 app promises (`demo.CaptionAnswer`), and every figure must be a finite number: a benchmark whose check of the answers
-drifts from the app counts every request as lost, and fails here."""
+drifts from the app counts every request as lost, and fails here. (`app_screenshot.py` is run in tests/app/test_demo.py,
+on that file's served app and browser.)"""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
-from PIL import Image
 
-from tests.helpers import REPO, figures_of, run_benchmark
-
-CHROMIUM = Path("/usr/bin/chromium")
+from tests.helpers import figures_of, run_benchmark
 
 pytestmark = pytest.mark.slow
 
@@ -51,11 +48,3 @@ def test_app_latency_answers_every_request_and_times_each_part() -> None:
     )
     assert isinstance(answer["goal_met"], bool)
 
-
-def test_app_screenshot_shows_the_caption_the_readme_quotes(tmp_path: Path) -> None:
-    if not CHROMIUM.exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}: install Debian's with `apt-get install -y chromium`")
-    answer = run_benchmark("app_screenshot.py", "--out", str(tmp_path / "app.png"))
-    with Image.open(answer["figure"]) as figure:
-        assert figure.width == 1280 and figure.height > 800  # the full page, 1280 px wide
-    assert f'soft-attention model: "{answer["caption"]}"' in (REPO / "README.md").read_text()

@@ -104,6 +104,11 @@ def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
     )
     for name in ["BLEU-1", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "attention_correctness"]:
         assert f"test/{name}" in tested.stdout
+    # scored from another run folder, as the README does: no Lightning note about the checkpoint callback's folder,
+    # no tokenizer chatter, and no metric for the penalty, whose weight shapes_soft.yaml sets to 0
+    output = tested.stdout + tested.stderr
+    unwanted = ("dirpath has changed", "PTBTokenizer tokenized", "FLOPs", "test/penalty")
+    assert [notice for notice in unwanted if notice in output] == [], output
 
     # predict over a folder: COCO results format, unreadable files reported and skipped
     images = tmp_path / "photos"
