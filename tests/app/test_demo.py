@@ -675,11 +675,20 @@ def open_and_upload(browser: Any, url: str, photo: Path, outside: list[str]) -> 
     return page
 
 
+#: Per gallery tile, in the page: the picture's shown and natural sizes, the title's box and whether its text fits.
+TILE_LAYOUT = """tiles => tiles.map(tile => {
+    const img = tile.querySelector('img'), label = tile.querySelector('.caption-label');
+    const i = img.getBoundingClientRect(), l = label.getBoundingClientRect();
+    return {shown: [i.width, i.height], natural: [img.naturalWidth, img.naturalHeight], image_bottom: i.bottom,
+            label_top: l.top, text: label.textContent.trim(), fits: label.scrollWidth <= label.clientWidth + 1};
+})"""
+
+
 def caption_in_browser(
     browser: Any, url: str, photo: Path, screenshot: Path | None = None
-) -> tuple[str, list[int], list[str]]:
+) -> tuple[str, list[int], list[str], list[dict]]:
     """Caption `photo` in the browser; returns the caption shown, the naturalWidth of every image in the word
-    gallery, and every URL the page requested outside the app."""
+    gallery, every URL the page requested outside the app, and the gallery's tiles as laid out (`TILE_LAYOUT`)."""
     outside: list[str] = []
     page = open_and_upload(browser, url, photo, outside)
     try:
@@ -691,28 +700,31 @@ def caption_in_browser(
             "() => [...document.querySelectorAll('#caption-gallery img')].every(img => img.complete)", timeout=30_000
         )
         widths = gallery.evaluate_all("images => images.map(img => img.naturalWidth)")
+        tiles = page.locator("#caption-gallery .thumbnail-item").evaluate_all(TILE_LAYOUT)
         if screenshot is not None:
             page.screenshot(path=str(screenshot), full_page=True)
-        return text.input_value(), widths, outside
+        return text.input_value(), widths, outside, tiles
     finally:
         page.close()
 
 
-#: Per gallery tile, in the page: the picture's shown and natural sizes, the title's box and whether its text fits.
-TILE_LAYOUT = """tiles => tiles.map(tile => {
-    const img = tile.querySelector('img'), label = tile.querySelector('.caption-label');
-    const i = img.getBoundingClientRect(), l = label.getBoundingClientRect();
-    return {shown: [i.width, i.height], natural: [img.naturalWidth, img.naturalHeight], image_bottom: i.bottom,
-            label_top: l.top, text: label.textContent.trim(), fits: label.scrollWidth <= label.clientWidth + 1};
-})"""
 
 
 @pytest.mark.slow
 def test_a_person_captions_a_photo_in_a_real_browser(browser, served, pictures, vocabulary):
-    text, widths, outside = caption_in_browser(browser, served[1], pictures["coffee"])
+    """...and sees each whole map under its whole title: each overlay keeps the photo's aspect (the coffee photo is
+    3:2: nothing cropped square), and its title is whole ("playing: 20% on top 5%", no ellipsis) and under the
+    picture, not over its corner."""
+    text, widths, outside, tiles = caption_in_browser(browser, served[1], pictures["coffee"])
     assert text.split() and set(text.split()) <= vocabulary[DEFAULT_MODEL]
     assert widths and all(width > 0 for width in widths)  # every overlay in the gallery loaded
     assert outside == []  # nothing fetched from outside the app: fonts, scripts and images are all local
+    assert [tile["text"].split(":")[0] for tile in tiles] == text.split()
+    for tile in tiles:
+        (width, height), (natural_width, natural_height) = tile["shown"], tile["natural"]
+        assert width / height == pytest.approx(natural_width / natural_height, rel=0.03), tile
+        assert natural_width / natural_height == pytest.approx(600 / 400, rel=0.01)
+        assert tile["fits"] and tile["label_top"] >= tile["image_bottom"] - 1, tile
 
 
 @pytest.mark.slow
@@ -727,28 +739,6 @@ def test_the_readme_screenshot_script_shows_the_caption_the_readme_quotes(browse
         assert figure.width == 1280 and figure.height > 800  # the whole page, 1280 px wide
     readme = (Path(demo.__file__).resolve().parent / "README.md").read_text()
     assert f'soft-attention model: "{shown["caption"]}"' in readme
-
-
-@pytest.mark.slow
-def test_the_gallery_shows_each_whole_map_under_its_whole_title(browser, served, pictures):
-    """Each overlay keeps the photo's aspect (the coffee photo is 3:2: nothing cropped square), and its title is whole
-    ("playing: 20% on top 5%", no ellipsis) and under the picture, not over its corner."""
-    page = open_and_upload(browser, served[1], pictures["coffee"], [])
-    try:
-        page.locator("#caption-export a").first.wait_for(timeout=60_000)
-        page.wait_for_function(
-            "() => [...document.querySelectorAll('#caption-gallery img')].every(img => img.complete)", timeout=30_000
-        )
-        tiles = page.locator("#caption-gallery .thumbnail-item").evaluate_all(TILE_LAYOUT)
-        words = page.locator("#caption-text textarea").input_value().split()
-    finally:
-        page.close()
-    assert [tile["text"].split(":")[0] for tile in tiles] == words
-    for tile in tiles:
-        (width, height), (natural_width, natural_height) = tile["shown"], tile["natural"]
-        assert width / height == pytest.approx(natural_width / natural_height, rel=0.03), tile
-        assert natural_width / natural_height == pytest.approx(600 / 400, rel=0.01)
-        assert tile["fits"] and tile["label_top"] >= tile["image_bottom"] - 1, tile
 
 
 @pytest.mark.slow

@@ -40,16 +40,16 @@ def test_beam_search_times_both_paths() -> None:
     assert {"cpu", "goal", "all_goals_met", "sizes", "precision"} <= answer.keys()
 
 
-def test_decoder_training_times_each_attention_mode_in_its_own_process() -> None:
+def test_decoder_training_times_a_training_step_in_a_child_process() -> None:
+    """Soft attention here; the matmul test below runs a hard-attention step (the harness is the same)."""
     answer = run_benchmark(
-        "decoder_training.py", "--grids", "2", "--attention", "soft", "hard", "--path", "fast", "--batch-size", "2",
+        "decoder_training.py", "--grids", "2", "--attention", "soft", "--path", "fast", "--batch-size", "2",
         "--words", "3", "--warmup", "0", "--steps", "1", "--repeats", "1",
     )
     assert_finite(answer)
-    for setting in ("soft_2x2", "hard_2x2"):
-        figures = answer["results"]["fast"][setting]
-        assert_rates(figures["captions_per_s"])
-        assert 0 < figures["setup_rss_mib"] <= figures["peak_rss_mib"]
+    figures = answer["results"]["fast"]["soft_2x2"]
+    assert_rates(figures["captions_per_s"])
+    assert 0 < figures["setup_rss_mib"] <= figures["peak_rss_mib"]
     assert {"cpu", "goal", "goal_met", "all_goals_met", "memory", "timing"} <= answer.keys()
 
 
