@@ -300,7 +300,9 @@ class CaptionAnswer:
         ValueError when the answer is not of that form."""
 
         def file_of(value: object) -> str | None:
-            return value.get("url") or value.get("path") if isinstance(value, dict) else value or None  # type: ignore[return-value]
+            if isinstance(value, dict):
+                return value.get("url") or value.get("path")
+            return value or None  # type: ignore[return-value]
 
         try:
             text, gallery, archive = result  # type: ignore[misc]

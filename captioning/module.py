@@ -217,7 +217,7 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
             no_repeat_ngram_size=self.hparams.no_repeat_ngram_size,
             no_end_after=self._ids_of(CLOSED_CLASS_WORDS) if self.hparams.complete_phrases else (),
             modifiers=self._ids_of(MODIFIERS) if self.hparams.complete_phrases else (),
-            determiners=self._ids_of(DETERMINERS),
+            determiners=self._ids_of(DETERMINERS) if self.hparams.complete_phrases else (),
             read=self.attention.inference_read(),
             banned=self._banned_words(),
         )

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 from lightning.pytorch.callbacks import ModelSummary, RichProgressBar, TQDMProgressBar
-from lightning.pytorch.utilities.model_summary.model_summary import _format_summary_table
 from lightning.pytorch.callbacks.progress.progress_bar import ProgressBar
 from lightning.pytorch.utilities.imports import _RICH_AVAILABLE
+from lightning.pytorch.utilities.model_summary.model_summary import _format_summary_table  # its table, without FLOPs
 
 logger = logging.getLogger(__name__)
 SUMMARY_LOG = logging.getLogger("lightning.pytorch.callbacks.model_summary")  # where Lightning's summary goes
