@@ -143,4 +143,7 @@ def main(
 
 
 if __name__ == "__main__":
-    auto_cli(main, as_positional=False)
+    try:
+        auto_cli(main, as_positional=False)
+    except (FileNotFoundError, ValueError) as error:  # a missing dataset, photo folder, boxes or words file
+        sys.exit(f"error: {error}")

@@ -62,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--families", nargs="+", help="the families the model was trained on, when not all (as the dataset's option)")
     parser.add_argument("--questions", type=int, help="measure the split's first N questions only (default: all)")
     args = parser.parse_args(argv)
+    if args.questions is not None and args.questions < 1:
+        parser.error(f"--questions must be at least 1, got {args.questions}")
     try:
         model = VqaModule.load(args.ckpt).eval()
     except (FileNotFoundError, CheckpointError) as error:
