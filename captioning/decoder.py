@@ -8,8 +8,10 @@ One step, from the previous word y_{t-1} and state (h_{t-1}, c_{t-1}):
 with h_0, c_0 = tanh MLPs of the mean annotation vector. The per-image half of f_att is computed once
 per image (`start`), so a step costs only its query side.
 
-This file is the readable path. With `fast_path` (the default) the additive score, the teacher-forced unroll
-and the image grid's dtype take the CPU speed-ups of `core.fast_path`, which compute the same values.
+With `fast_path` (the default) three places branch to CPU speed-ups that compute the same values: the additive score
+(`core.fast_path`, inside `AdditiveScore`), the image grid cast once to the compute dtype (`start`) and the LSTM step
+of the teacher-forced unroll (`forward`; both `captioning.fast_unroll`). With `fast_path=False` every line runs as
+written here.
 
 Soft and hard attention differ only in how the context is read from alpha (a `Read`, below): the
 expectation above, or hard attention's single location a_s with s ~ Multinoulli(alpha). Every call that
@@ -25,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from core.attention import AdditiveScore, Attention, Score, grid_positions, with_positions
-from core.fast_path import fast_score, teacher_forced_unroll, to_compute_dtype
+from captioning.fast_unroll import UnrolledLSTM, to_compute_dtype
 
 # ----------------------------------------------------------------------------------------------------
 # How the decoder reads the image once it has attention weights alpha over the L locations.
@@ -188,8 +190,9 @@ class ShowAttendTell(nn.Module):
             `coordinates`; nothing without them) and z_t's content reaches the output layer alone, as in the
             spatial attention of Lu et al. (2017): the decoder remembers where it looked but not what it saw, so
             a word about an object must be read at its own step, and its map shows where it was read.
-        fast_path: run the CPU speed-ups of `core.fast_path` (the same values, faster); False runs the plain
-            code of this file and `core.attention`. The parameters are the same either way.
+        fast_path: take the CPU speed-ups of the additive score (`core.fast_path`) and of the teacher-forced LSTM
+            step (`captioning.fast_unroll`): the same values, faster. False runs the code of this file and
+            `core.attention` as written. The parameters are the same either way.
     """
 
     def __init__(
@@ -218,11 +221,13 @@ class ShowAttendTell(nn.Module):
         if coordinates:
             self.register_buffer("positions", grid_positions(*grid_shape), persistent=False)  # (L, 2)
             feature_dim += 2
-        if fast_path:
-            score = fast_score(score)
         self.attention = Attention(
             score=score(
-                query_dim=decoder_dim, key_dim=feature_dim, attention_dim=attention_dim, num_locations=num_locations
+                query_dim=decoder_dim,
+                key_dim=feature_dim,
+                attention_dim=attention_dim,
+                num_locations=num_locations,
+                fast_path=fast_path,
             )
         )
         self.embedding = nn.Embedding(vocab_size, embed_dim)
@@ -256,11 +261,11 @@ class ShowAttendTell(nn.Module):
         reading = read(alpha, memory.features)
         return alpha, reading, beta * reading.context
 
-    def _lstm_input(self, embedded: Tensor, z: Tensor) -> Tensor:
-        """The LSTM's input [E y_{t-1}; z_t] (B, E + D); without `remember_content`, [E y_{t-1}; the position read]
-        (B, E + 2) with coordinates, E y_{t-1} (B, E) without."""
-        remembered = self.lstm.input_size - embedded.shape[-1]  # D, 2 or 0: the positions are z_t's last entries
-        return torch.cat([embedded, z[..., z.shape[-1] - remembered :]], dim=-1)
+    def _remembered(self, z: Tensor) -> Tensor:
+        """What of the context z_t (..., D) the LSTM is given: all of it (the paper); without `remember_content`, the
+        position read (its last two entries) with coordinates, nothing (no entries) without."""
+        size = self.lstm.input_size - self.embedding.embedding_dim  # D, 2 or 0
+        return z[..., z.shape[-1] - size :]
 
     def _output(self, embedded: Tensor, h: Tensor, z: Tensor) -> Tensor:
         """The deep output layer L_o(E y_{t-1} + L_h h_t + L_z z_t), for (..., E), (..., H), (..., D) -> (..., V)."""
@@ -270,33 +275,30 @@ class ShowAttendTell(nn.Module):
         """One word: previous words (B,) -> next-word logits (B, V), the weights read with (B, L), new state."""
         embedded = self.embedding(words)  # (B, E)
         _, reading, z = self._attend(state.h, memory, read)
-        h, c = self.lstm(self._lstm_input(embedded, z), (state.h, state.c))
+        h, c = self.lstm(torch.cat([embedded, self._remembered(z)], -1), (state.h, state.c))
         return StepOutput(self._output(embedded, h, z), reading.used, LSTMState(h, c))
 
     def forward(self, features: Tensor, inputs: Tensor, read: Read = EXPECTATION) -> TeacherForced:
         """Teacher forcing: features (B, L, D), input words (B, T) starting with <start> -> logits (B, T, V).
 
         The steps of `step`, one per input word, also keeping alpha at every step and, for a hard read, the
-        locations it read (for the REINFORCE term). With `fast_path` the recurrence runs as
-        `core.fast_path.teacher_forced_unroll` and the output layer once over all steps.
+        locations it read (for the REINFORCE term); the output layer then runs once over all steps.
         """
         memory, state = self.start(features)
         embedded = self.embedding(inputs)  # (B, T, E) E y_{t-1} of every step
-        if self.fast_path:
-
-            def attend(h: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
-                alpha, reading, z = self._attend(h, memory, read)
-                return alpha, z, reading.locations
-
-            weights, hidden, context, locations = teacher_forced_unroll(self.lstm, embedded, state.h, state.c, attend)
-            return TeacherForced(self._output(embedded, hidden, context), weights, locations)
-        logits, weights, locations = [], [], []
-        for y in embedded.unbind(1):  # (B, E)
+        unrolled = UnrolledLSTM(self.lstm, embedded) if self.fast_path else None
+        weights, hidden, context, locations = [], [], [], []
+        for t, y in enumerate(embedded.unbind(1)):  # y: (B, E)
             alpha, reading, z = self._attend(state.h, memory, read)  # attend with h_{t-1}
-            h, c = self.lstm(self._lstm_input(y, z), (state.h, state.c))  # (B, H) each
+            if self.fast_path:  # the same cell, its weight gradients made in one product for all steps
+                h, c = unrolled.step(t, self._remembered(z), state.h, state.c)
+            else:
+                h, c = self.lstm(torch.cat([y, self._remembered(z)], -1), (state.h, state.c))  # (B, H) each
             state = LSTMState(h, c)
-            logits.append(self._output(y, h, z))  # (B, V)
             weights.append(alpha)
+            hidden.append(h)
+            context.append(z)
             locations.append(reading.locations)
+        logits = self._output(embedded, torch.stack(hidden, 1), torch.stack(context, 1))  # (B, T, V)
         read_locations = torch.stack(locations, 1) if locations[0] is not None else None  # (B, T)
-        return TeacherForced(torch.stack(logits, 1), torch.stack(weights, 1), read_locations)
+        return TeacherForced(logits, torch.stack(weights, 1), read_locations)

@@ -52,7 +52,7 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         coordinates: append each location's grid position to its annotation vector (see `ShowAttendTell`).
         remember_content: feed each step's whole context into the LSTM (the paper), or only where it looked (see
             `ShowAttendTell`).
-        fast_path: run the decoder's CPU speed-ups (`core.fast_path`; the same values, faster); false runs the
+        fast_path: run the decoder's CPU speed-ups (`core.fast_path`, `captioning.fast_unroll`; the same values, faster); false runs the
             plain code of the model files. Checkpoints load either way.
         attention: the attention mode and its training objective: `SoftAttention` (default, with the doubly
             stochastic penalty) or `HardAttention` (sampled locations, REINFORCE).

@@ -2,7 +2,7 @@
 
 Models: `encoder` (a pretrained CNN -> a grid of annotation vectors, with the transform its weights expect),
 `features` (the on-disk cache of a frozen encoder's output), `attention` (the six score functions and
-`Attention`), `fast_path` (CPU speed-ups of the same computations, chosen by a flag), `attention_correctness`
+`Attention`), `fast_path` (the additive score's CPU speed-up, the same function, taken at a flag), `attention_correctness`
 (how much attention falls inside a ground-truth box).
 Checkpoints: `checkpoints` (read as data, written atomically, loaded into a model), `hparams` (hyper-parameters
 as plain data), `bundle` (compact copies to ship), `averaging` (weight averages).

@@ -6,28 +6,36 @@ by `project_keys`; `forward` then costs only the query side at every word. Which
 is chosen in YAML by class (`score: core.attention.DotScore`), never by a string switch.
 
 All score classes share one keyword-only constructor so that a model can build whichever class it is given:
-`query_dim` (size of s), `key_dim` (size of h), `attention_dim` (hidden size where the score has one) and
-`num_locations` (L, used by the location score).
+`query_dim` (size of s), `key_dim` (size of h), `attention_dim` (hidden size where the score has one),
+`num_locations` (L, used by the location score) and `fast_path` (compute the same function faster where the class
+has a way to: `AdditiveScore`, through `core.fast_path`). Subclasses take them as `**shared` and read them back from
+the attributes the base sets.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from core import fast_path
+
 
 class Score(nn.Module):
     """Base class: e_i = f(s, h_i) for every location i of an image."""
 
-    def __init__(self, *, query_dim: int, key_dim: int, attention_dim: int, num_locations: int) -> None:
+    def __init__(
+        self, *, query_dim: int, key_dim: int, attention_dim: int, num_locations: int, fast_path: bool = False
+    ) -> None:
         super().__init__()
         self.query_dim = query_dim
         self.key_dim = key_dim
         self.attention_dim = attention_dim
         self.num_locations = num_locations
+        self.fast_path = fast_path
 
     def project_keys(self, keys: Tensor) -> Tensor:
         """Image-side precomputation, once per image: keys (B, L, D) -> (B, L, K)."""
@@ -51,9 +59,10 @@ class _KeysInQuerySpace(Score):
     textbook form); otherwise a learned linear map W_k h brings them there, computed once per image.
     """
 
-    def __init__(self, *, query_dim: int, key_dim: int, attention_dim: int, num_locations: int) -> None:
-        super().__init__(query_dim=query_dim, key_dim=key_dim, attention_dim=attention_dim, num_locations=num_locations)
-        self.key_map = nn.Identity() if key_dim == query_dim else nn.Linear(key_dim, query_dim, bias=False)
+    def __init__(self, **shared: Any) -> None:
+        super().__init__(**shared)
+        same_size = self.key_dim == self.query_dim
+        self.key_map = nn.Identity() if same_size else nn.Linear(self.key_dim, self.query_dim, bias=False)
 
     def project_keys(self, keys: Tensor) -> Tensor:
         return self.key_map(keys)  # (B, L, Q)
@@ -63,19 +72,24 @@ class AdditiveScore(Score):
     """Bahdanau's score, the one Show-Attend-Tell uses: e_i = v^T tanh(W_h h_i + b + W_s s).
 
     W [s; h] split into its key and query halves, so W_h h_i + b is computed once per image (`project_keys`).
-    `core.fast_path.FastAdditiveScore` computes the same function faster on the CPU, with the same parameters.
+    With `fast_path` the same function runs as `core.fast_path.additive_scores`, faster on a CPU.
     """
 
-    def __init__(self, *, query_dim: int, key_dim: int, attention_dim: int, num_locations: int) -> None:
-        super().__init__(query_dim=query_dim, key_dim=key_dim, attention_dim=attention_dim, num_locations=num_locations)
-        self.key_proj = nn.Linear(key_dim, attention_dim)  # W_h, b
-        self.query_proj = nn.Linear(query_dim, attention_dim, bias=False)  # W_s
-        self.v = nn.Linear(attention_dim, 1, bias=False)  # v
+    def __init__(self, **shared: Any) -> None:
+        super().__init__(**shared)
+        self.key_proj = nn.Linear(self.key_dim, self.attention_dim)  # W_h, b
+        self.query_proj = nn.Linear(self.query_dim, self.attention_dim, bias=False)  # W_s
+        self.v = nn.Linear(self.attention_dim, 1, bias=False)  # v
 
     def project_keys(self, keys: Tensor) -> Tensor:
-        return self.key_proj(keys)  # (B, L, A) W_h h_i + b
+        projected = self.key_proj(keys)  # (B, L, A) W_h h_i + b
+        if self.fast_path:
+            return fast_path.double_keys(projected)
+        return projected
 
     def forward(self, query: Tensor, projected_keys: Tensor) -> Tensor:
+        if self.fast_path:  # the same scores through a sigmoid, in cache-sized blocks
+            return fast_path.additive_scores(self.query_proj(query), projected_keys, self.v)
         queries = per_image(self.query_proj(query), projected_keys).unsqueeze(2)  # (B, K, 1, A) W_s s
         hidden = torch.tanh(projected_keys.unsqueeze(1) + queries)  # (B, K, L, A)
         return self.v(hidden).view(len(query), -1)  # (N, L) v^T tanh(.)
@@ -116,9 +130,9 @@ class KeyStrengthCosineScore(CosineScore):
     so that beta >= 1 and a map is never flatter than the bare cosine's).
     """
 
-    def __init__(self, *, query_dim: int, key_dim: int, attention_dim: int, num_locations: int) -> None:
-        super().__init__(query_dim=query_dim, key_dim=key_dim, attention_dim=attention_dim, num_locations=num_locations)
-        self.strength = nn.Linear(query_dim, 1)
+    def __init__(self, **shared: Any) -> None:
+        super().__init__(**shared)
+        self.strength = nn.Linear(self.query_dim, 1)
 
     def forward(self, query: Tensor, projected_keys: Tensor) -> Tensor:
         beta = 1 + F.softplus(self.strength(query))  # (N, 1)
@@ -128,9 +142,9 @@ class KeyStrengthCosineScore(CosineScore):
 class GeneralScore(Score):
     """Luong's general score: e_i = s^T W h_i, with W h_i computed once per image."""
 
-    def __init__(self, *, query_dim: int, key_dim: int, attention_dim: int, num_locations: int) -> None:
-        super().__init__(query_dim=query_dim, key_dim=key_dim, attention_dim=attention_dim, num_locations=num_locations)
-        self.weight = nn.Linear(key_dim, query_dim, bias=False)
+    def __init__(self, **shared: Any) -> None:
+        super().__init__(**shared)
+        self.weight = nn.Linear(self.key_dim, self.query_dim, bias=False)
 
     def project_keys(self, keys: Tensor) -> Tensor:
         return self.weight(keys)  # (B, L, Q)
@@ -142,9 +156,9 @@ class GeneralScore(Score):
 class LocationScore(Score):
     """Luong's location score: e = W s, one score per location from the query alone; the image is not read."""
 
-    def __init__(self, *, query_dim: int, key_dim: int, attention_dim: int, num_locations: int) -> None:
-        super().__init__(query_dim=query_dim, key_dim=key_dim, attention_dim=attention_dim, num_locations=num_locations)
-        self.weight = nn.Linear(query_dim, num_locations)
+    def __init__(self, **shared: Any) -> None:
+        super().__init__(**shared)
+        self.weight = nn.Linear(self.query_dim, self.num_locations)
 
     def project_keys(self, keys: Tensor) -> Tensor:
         if keys.shape[1] != self.num_locations:

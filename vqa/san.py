@@ -16,7 +16,7 @@ is an equality of two attributes, not a sum of them).
 Each hop's score is the additive attention score of `core.attention` (the one Show-Attend-Tell uses too;
 b_P cancels in the softmax), so the two models share their attention code; another score class can be
 given. Every hop's attention map is returned, for overlays and attention correctness. With `fast_path` (the
-default) the additive score is `core.fast_path.FastAdditiveScore`, the same function computed faster.
+default) the additive score takes its CPU speed-up (`core.fast_path`), the same function computed faster.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import torch
 from torch import Tensor, nn
 
 from core.attention import AdditiveScore, Attention, Score, grid_positions, with_positions
-from core.fast_path import fast_score
 
 
 @dataclass
@@ -97,8 +96,6 @@ class StackedAttention(nn.Module):
         super().__init__()
         if hops < 1:
             raise ValueError(f"a stacked attention network needs at least one hop, got hops={hops}")
-        if fast_path:
-            score = fast_score(score)
         self.coordinates = coordinates
         self.separate_hops = separate_hops
         self.read_positions = read_positions
@@ -118,6 +115,7 @@ class StackedAttention(nn.Module):
                     key_dim=region_dim,
                     attention_dim=attention_dim,
                     num_locations=grid_shape[0] * grid_shape[1],
+                    fast_path=fast_path,
                 )
             )
             for _ in range(hops)

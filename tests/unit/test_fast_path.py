@@ -1,4 +1,5 @@
-"""The fast path (`core.fast_path`) against the readable one: the same losses, gradients, captions and answers.
+"""The fast path (`core.fast_path`, `captioning.fast_unroll`) against the readable one: the same losses, gradients,
+captions and answers.
 
 Each pair of models is built once with `fast_path=False` (the plain code of the model files) and once with
 `fast_path=True`, with the same weights (`load_state_dict`: the two paths share their parameters). The
@@ -15,8 +16,8 @@ from captioning.decoder import EXPECTATION, ArgMax, Replay, Sample, ShowAttendTe
 from captioning.module import CaptioningModule
 from captioning.objectives import HardAttention, SoftAttention
 from captioning.search import beam_search, greedy_search
+import core.fast_path
 from core.attention import AdditiveScore, DotScore, GeneralScore
-from core.fast_path import FastAdditiveScore, fast_score
 from vqa.module import VqaModule
 from vqa.san import StackedAttention
 
@@ -62,12 +63,11 @@ def assert_same_gradients(readable: dict, fast: dict) -> None:
         assert torch.allclose(fast[name], grad, rtol=1e-4, atol=1e-5), name
 
 
-def test_the_paths_share_their_parameters_and_pick_the_fast_score():
+def test_the_paths_are_one_class_with_the_same_parameters_and_a_flag():
     readable, fast = pair(decoder)
     assert readable.state_dict().keys() == fast.state_dict().keys()
-    assert type(readable.attention.score) is AdditiveScore and type(fast.attention.score) is FastAdditiveScore
-    assert fast_score(AdditiveScore) is FastAdditiveScore
-    assert fast_score(DotScore) is DotScore and fast_score(GeneralScore) is GeneralScore  # no fast version: itself
+    assert type(readable.attention.score) is type(fast.attention.score) is AdditiveScore
+    assert (readable.attention.score.fast_path, fast.attention.score.fast_path) == (False, True)
     readable_general, fast_general = pair(decoder, score=GeneralScore)
     assert type(readable_general.attention.score) is type(fast_general.attention.score) is GeneralScore
 
@@ -117,7 +117,7 @@ def test_hard_attention_same_locations_loss_and_gradients():
 def test_searches_find_the_same_captions(blocks, monkeypatch):
     """Beam and greedy search through `start` / `step` on both paths, the fast score blocked or not."""
     if blocks:
-        monkeypatch.setattr(FastAdditiveScore, "BLOCK_ELEMENTS", 1)  # one image per block
+        monkeypatch.setattr(core.fast_path, "BLOCK_ELEMENTS", 1)  # one image per block
     models = [model.eval() for model in pair(decoder)]
     torch.manual_seed(3)
     features = torch.rand(5, LOCATIONS, FEATURES) * 6
@@ -154,7 +154,8 @@ def san(*, fast_path: bool) -> StackedAttention:
 
 def test_san_same_answers_and_gradients():
     readable, fast = pair(san)
-    assert type(readable.hops[0].score) is AdditiveScore and type(fast.hops[0].score) is FastAdditiveScore
+    assert type(readable.hops[0].score) is type(fast.hops[0].score) is AdditiveScore
+    assert (readable.hops[0].score.fast_path, fast.hops[0].score.fast_path) == (False, True)
     torch.manual_seed(2)
     features, questions, targets = torch.rand(4, LOCATIONS, FEATURES) * 6, torch.randn(4, 5), torch.randn(4, 7)
     results = []

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from core.fast_path import UnrolledLinear
+from captioning.fast_unroll import UnrolledLinear
 
 STEPS, BATCH, SIZE = 5, 3, 4
 
