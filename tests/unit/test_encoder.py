@@ -152,6 +152,31 @@ def test_top_blocks_run_on_the_cached_trunk(lite0: EfficientNetLite, trainable_b
     assert lite0.trunk_shape == (1280, 7, 7)
 
 
+def test_drop_connect_acts_on_the_fine_tuned_blocks_only() -> None:
+    """In train mode the library's drop-connect skips a fine-tuned residual block's branch for some images (the
+    block's output is then its input, exactly); the frozen blocks stay in eval mode and never drop, and in eval
+    mode nothing drops. (torchvision's create_feature_extractor would drop at every residual block, or at none.)"""
+    encoder = EfficientNetLite(image_size=64, trainable_blocks=2)  # fine-tunes blocks 14 (residual) and 15
+    dropped: dict[int, torch.Tensor] = {}  # block index -> (B,) whether each image skipped the block's branch
+
+    def record(index: int):
+        def hook(block: torch.nn.Module, inputs: tuple[torch.Tensor], output: torch.Tensor) -> None:
+            dropped[index] = (output == inputs[0]).flatten(1).all(1)
+
+        return hook
+
+    for index in (13, 14):  # the last frozen residual block, the fine-tuned one
+        encoder.net._blocks[index].register_forward_hook(record(index))
+    images = torch.randn(32, 3, 64, 64)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        encoder.train()(images)
+        assert dropped[14].any() and not dropped[14].all()  # rate 0.2 * 14 / 16: about 1 image in 6
+        assert not dropped[13].any()
+        encoder.eval()(images)
+        assert not dropped[14].any()
+
+
 def test_transform_resizes_without_cropping(lite0: EfficientNetLite) -> None:
     # A wide image whose left-most tenth is red: a centre crop would cut the red strip off.
     pixels = np.zeros((100, 400, 3), dtype=np.uint8)
