@@ -8,7 +8,9 @@ on a laptop), since that answer needs neither. This module imports neither, for 
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -85,7 +87,10 @@ class CommandHelp:
         command line to the full parser."""
         if len(argv) != 1 or argv[0] not in HELP_FLAGS:
             return False
-        print(self.text())
+        try:
+            print(self.text(), flush=True)
+        except BrokenPipeError:  # the reader stopped early (`--help | head`): nothing more to say, and no traceback
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return True
 
 

@@ -113,3 +113,13 @@ def test_a_bare_help_does_not_load_torch(tmp_path: Path) -> None:
     )
     result = subprocess.run([sys.executable, "-c", program], cwd=REPO, capture_output=True, text=True, check=True)
     assert result.stdout.rstrip().endswith("torch not loaded") and "configs/captioning/flickr8k_soft.yaml" in result.stdout
+
+
+def test_a_help_read_only_in_part_ends_quietly() -> None:
+    """`python -m captioning --help | head -1`: the reader may close the pipe before the help is written; the
+    command then ends without a traceback. Here the pipe is closed before Python has even started."""
+    help_ = subprocess.Popen([sys.executable, "-m", "captioning", "--help"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    help_.stdout.close()
+    errors = help_.stderr.read().decode()
+    assert help_.wait() == 0, errors
+    assert errors == ""
