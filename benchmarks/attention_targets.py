@@ -118,9 +118,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scenes", type=int, default=200, help="validation scenes to measure (default 200)")
     parser.add_argument("--beam-size", type=int, default=3, help="beam width of the model's own captions (default 3)")
     args = parser.parse_args(argv)
-    torch.set_grad_enabled(False)
-    model = CaptioningModule.load(args.checkpoint)
-    print(json.dumps({"checkpoint": str(args.checkpoint), **measure(model, args.scenes, args.beam_size)}))
+    with torch.no_grad():
+        model = CaptioningModule.load(args.checkpoint)
+        print(json.dumps({"checkpoint": str(args.checkpoint), **measure(model, args.scenes, args.beam_size)}))
 
 
 if __name__ == "__main__":

@@ -9,9 +9,12 @@ import test_crash_safety, and through it this module, outside pytest). Fixtures 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import csv
+import io
 import json
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -68,10 +71,26 @@ def run_module(module: str, *args: str, cwd: Path) -> subprocess.CompletedProces
 
 
 def run_benchmark(script: str, *args: str) -> dict:
-    """`python benchmarks/<script> args...` from the repository root, as docs/performance.md runs it -> the JSON object
-    of its last line of output; fails the test with the end of its output when it fails."""
-    result = run_python(str(REPO / "benchmarks" / script), *args, cwd=REPO)
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    """`python benchmarks/<script> args...`, as docs/performance.md runs it -> the JSON object of its last line of
+    output. It runs in this process, as the interpreter would run the file (`runpy`, as `__main__`, its folder first
+    on `sys.path`): a test process has torch and Lightning imported already, which spares a new process several
+    seconds of imports. What a script may change for its run, torch's thread count and grad mode, `sys.argv` and
+    `sys.path`, is put back afterwards. (The scripts that time work in child processes still start them.)"""
+    import torch
+
+    path = REPO / "benchmarks" / script
+    printed = io.StringIO()
+    threads, grad, argv, search_path = torch.get_num_threads(), torch.is_grad_enabled(), sys.argv, list(sys.path)
+    sys.argv = [str(path), *args]
+    sys.path.insert(0, str(path.parent))
+    try:
+        with contextlib.redirect_stdout(printed):
+            runpy.run_path(str(path), run_name="__main__")
+    finally:
+        sys.argv, sys.path[:] = argv, search_path
+        torch.set_num_threads(threads)
+        torch.set_grad_enabled(grad)
+    return json.loads(printed.getvalue().strip().splitlines()[-1])
 
 
 def figures_of(value: object, where: str = "") -> dict[str, float]:
