@@ -10,10 +10,22 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
 
+from captioning.module import CaptioningModule
 from data.shapes import scene_captions
 from data.shapes_scene import SHAPES, generate_split_scene, render_scene
-from tests.helpers import REPO, VQA_CONFIGS, figures_of, metrics_of, run_benchmark, run_module
+from tests.helpers import (
+    CAPTIONING_CONFIGS,
+    REPO,
+    SMALL_SHAPES,
+    VQA_CONFIGS,
+    figures_of,
+    metrics_of,
+    run_benchmark,
+    run_module,
+    run_python,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -129,3 +141,24 @@ def test_cell_word_classifier_scores_its_maps_beside_the_attention(tmp_path: Pat
     }
     assert all(0 <= value <= 1 for value in (*shares(attention).values(), classifier["mass"], classifier["pointing"]))
     assert attention["mass"] > 0.5  # the ShapesWorld model looks at what it names
+
+
+def test_map_distillation_fine_tunes_and_writes_a_plain_captioning_checkpoint(tmp_path: Path) -> None:
+    """A few steps from the bundled ShapesWorld model with itself as the teacher: the divergence is logged, and
+    the checkpoint names no teacher and loads as any captioning checkpoint."""
+    bundled = str(REPO / "captioning" / "bundled" / "shapes_soft.ckpt")
+    config = str(CAPTIONING_CONFIGS / "shapes_soft.yaml")
+    run_python(
+        str(REPO / "benchmarks" / "map_distillation.py"), "fit", "--config", config, *SMALL_SHAPES,
+        f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path / 'run'}",
+        f"--model.initial_weights={bundled}", f"--model.teacher={bundled}", "--model.map_weight=2",
+        "--trainer.max_steps=3", "--trainer.log_every_n_steps=1", "--trainer.limit_val_batches=1",
+        cwd=REPO,
+    )  # fmt: skip
+    metrics = metrics_of(tmp_path / "run")
+    assert 0 <= metrics["train/map_kl"] < 1, metrics  # the student starts as the teacher: its maps stay close
+    checkpoint = tmp_path / "run" / "logs" / "version_0" / "checkpoints" / "last.ckpt"
+    hyper_parameters = torch.load(checkpoint, weights_only=True, map_location="cpu")["hyper_parameters"]
+    assert not {"teacher", "map_weight"} & hyper_parameters.keys()
+    model = CaptioningModule.load(checkpoint)
+    assert model.vocabulary is not None and model.decoder is not None
