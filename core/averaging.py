@@ -36,7 +36,9 @@ from core.checkpoints import (
     write_checkpoint,
 )
 
-# Hyper-parameters that change how a model is trained or decodes, not what its weights mean.
+# Hyper-parameters that change how a model is trained or decodes, not what its weights mean; at any depth, so that
+# the arguments of a component (the attention objective's penalty and entropy weights, its REINFORCE baseline, how it
+# reads at inference) may differ while its class may not.
 TRAINING_SETTINGS = frozenset(
     {
         "learning_rate",
@@ -51,8 +53,21 @@ TRAINING_SETTINGS = frozenset(
         "beam_size",
         "length_penalty",
         "max_length",
+        "penalty_weight",
+        "entropy_weight",
+        "reinforce_weight",
+        "baseline_decay",
+        "expectation_probability",
+        "inference",
     }
 )
+
+
+def model_defining(value: Any) -> Any:
+    """A hyper-parameter's value without the training settings nested in it (`TRAINING_SETTINGS`)."""
+    if isinstance(value, dict):
+        return {key: model_defining(item) for key, item in value.items() if key not in TRAINING_SETTINGS}
+    return value
 
 
 def average_checkpoints(checkpoints: Sequence[dict[str, Any]], weights: Sequence[float]) -> dict[str, Any]:
@@ -95,7 +110,7 @@ def check_same_model(checkpoints: Sequence[dict[str, Any]], paths: Sequence[Path
             raise CheckpointError(f"{path} is not a {kind} checkpoint like {reference_path}: they cannot be averaged")
         ours, theirs = reference.get("hyper_parameters", {}), checkpoint.get("hyper_parameters", {})
         for name in sorted((ours.keys() | theirs.keys()) - TRAINING_SETTINGS):
-            if ours.get(name) != theirs.get(name):
+            if model_defining(ours.get(name)) != model_defining(theirs.get(name)):
                 raise CheckpointError(
                     f"{path} differs from {reference_path} in {name!r}: only checkpoints of one model "
                     "(the same vocabulary, sizes and attention) can be averaged"

@@ -34,7 +34,13 @@ def pair(tmp_path) -> tuple[Path, Path]:
         if tensor.is_floating_point() and name.startswith("decoder."):
             noise = 0.01 * torch.randn(tensor.shape, generator=generator)
             checkpoint["state_dict"][name] = (tensor.float() + noise).to(tensor.dtype)
-    checkpoint["hyper_parameters"] = {**checkpoint["hyper_parameters"], "learning_rate": 1e-5}  # a training setting
+    hyper_parameters = checkpoint["hyper_parameters"]
+    attention = hyper_parameters["attention"]
+    checkpoint["hyper_parameters"] = {  # training settings, at the top and inside the objective: they may differ
+        **hyper_parameters,
+        "learning_rate": 1e-5,
+        "attention": {**attention, "init_args": {**attention["init_args"], "penalty_weight": 1.0}},
+    }
     moved = tmp_path / "moved.ckpt"
     write_checkpoint(checkpoint, moved)
     return SHAPES_SOFT, moved
