@@ -29,6 +29,7 @@ from captioning.datamodule import CaptionDataModule
 from captioning.decoder import EXPECTATION, ShowAttendTell
 from captioning.module import CaptioningModule
 from captioning.objectives import LossTerms
+from data.vocabulary import Vocabulary
 
 #: Hyper-parameters of this experiment only, left out of the checkpoints it writes.
 OWN_OPTIONS = ("teacher", "map_weight")
@@ -49,8 +50,10 @@ def map_divergence(teacher: Tensor, student: Tensor, mask: Tensor) -> Tensor:
 class MapDistillation(CaptioningModule):
     """`CaptioningModule` whose teacher-forced loss adds `map_weight * map_divergence` to a frozen teacher's maps.
 
+    The logged `train/loss` is the cross-entropy objective's, as in any run; `train/map_kl` is the divergence.
+
     Args:
-        teacher: a captioning checkpoint with the same vocabulary and decoder sizes; its decoder gives the maps.
+        teacher: a captioning checkpoint with the same vocabulary (and grid) as the student; its decoder gives the maps.
         map_weight: the weight of the map divergence against the word cross-entropy.
         **kwargs: `CaptioningModule`'s own options.
     """
@@ -60,8 +63,27 @@ class MapDistillation(CaptioningModule):
         if map_weight < 0:
             raise ValueError(f"map_weight must be at least 0, got {map_weight}")
         self.map_weight = map_weight
-        decoder = CaptioningModule.load(teacher).decoder.eval().requires_grad_(False)
-        self._teacher = [decoder]  # in a list: not a submodule, so neither trained, moved by name nor saved
+        self.teacher_path = Path(teacher)
+        model = CaptioningModule.load(teacher)
+        self.teacher_words = model.vocabulary.tokens
+        self._teacher = [model.decoder.eval().requires_grad_(False)]  # in a list: not a submodule, so not trained or saved
+        if self.vocabulary is not None:
+            self._check_teacher()
+
+    def set_vocabulary(self, vocabulary: Vocabulary) -> None:
+        super().set_vocabulary(vocabulary)
+        if hasattr(self, "teacher_words"):  # set from the data after the teacher was loaded: check it now
+            self._check_teacher()
+
+    def _check_teacher(self) -> None:
+        """ValueError, naming the teacher's file, when its words are not the student's (a word's map would be
+        another word's)."""
+        if self.teacher_words != self.vocabulary.tokens:
+            raise ValueError(
+                f"the teacher {self.teacher_path} has another vocabulary than the model being trained "
+                f"({len(self.teacher_words)} words against {len(self.vocabulary.tokens)}): give a teacher trained on "
+                "the same captions, such as the checkpoint the run starts from (--model.initial_weights)"
+            )
 
     @property
     def teacher(self) -> ShowAttendTell:

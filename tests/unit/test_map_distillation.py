@@ -1,12 +1,13 @@
-"""`benchmarks.map_distillation.map_divergence` against a hand computation (the fine-tuning itself runs end to end in
-tests/cli/test_attention_benchmarks.py)."""
+"""`benchmarks.map_distillation`: the divergence against a hand computation, and a teacher with other words refused
+(the fine-tuning itself runs end to end in tests/cli/test_attention_benchmarks.py)."""
 
 import math
 
 import pytest
 import torch
 
-from benchmarks.map_distillation import map_divergence
+from benchmarks.map_distillation import MapDistillation, map_divergence
+from captioning.bundled import FLICKR8K_SOFT, SHAPES_SOFT
 
 
 def test_map_divergence_is_the_kl_from_the_teachers_map_over_real_words() -> None:
@@ -17,3 +18,7 @@ def test_map_divergence_is_the_kl_from_the_teachers_map_over_real_words() -> Non
     assert map_divergence(teacher, student, torch.tensor([[True, False]])).item() == pytest.approx(expected)
     assert map_divergence(student, student, torch.tensor([[True, True]])).item() == pytest.approx(0, abs=1e-7)
 
+
+def test_a_teacher_with_other_words_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"the teacher .*shapes_soft\.ckpt has another vocabulary"):
+        MapDistillation(teacher=SHAPES_SOFT, initial_weights=FLICKR8K_SOFT)
