@@ -153,3 +153,17 @@ def test_quick_commands_run_as_written(tmp_path: Path) -> None:
         cwd=REPO, capture_output=True, text=True,
     ).stdout.split()
     assert [name for name in written if f"{name}/" not in ignored and name not in ignored] == []
+
+
+def test_the_reading_order_names_functions_that_exist() -> None:
+    """Each "`file.py`, `Class.function`" of the README's reading order is a function of that file, so that a rename
+    cannot leave a learner looking for a name that is gone."""
+    section = README.read_text(encoding="utf-8").split("## Read the code", 1)[1].split("Where each piece", 1)[0]
+    places = re.findall(r"`([\w/]+)\.py`, `([\w.]+)`", section)
+    assert len(places) >= 6, section
+    for path, name in places:
+        found = importlib.import_module(path.replace("/", "."))
+        for part in name.split("."):
+            assert hasattr(found, part), f"README's reading order: {path}.py has no {name}"
+            found = getattr(found, part)
+        assert callable(found), f"README's reading order: {path}.py's {name} is not a function"
