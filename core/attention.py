@@ -89,7 +89,7 @@ class AdditiveScore(Score):
 
     def forward(self, query: Tensor, projected_keys: Tensor) -> Tensor:
         if self.fast_path:  # the same scores through a sigmoid, in cache-sized blocks
-            return fast_path.additive_scores(self.query_proj(query), projected_keys, self.v)
+            return fast_path.additive_scores(per_image(self.query_proj(query), projected_keys), projected_keys, self.v)
         queries = per_image(self.query_proj(query), projected_keys).unsqueeze(2)  # (B, K, 1, A) W_s s
         hidden = torch.tanh(projected_keys.unsqueeze(1) + queries)  # (B, K, L, A)
         return self.v(hidden).view(len(query), -1)  # (N, L) v^T tanh(.)

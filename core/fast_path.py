@@ -28,16 +28,17 @@ def double_keys(projected_keys: Tensor) -> Tensor:
 
 
 def additive_scores(queries: Tensor, doubled_keys: Tensor, v: nn.Linear) -> Tensor:
-    """v^T tanh(W_h h_i + b + W_s s) -> (N, L), for queries W_s s (N, A), N = B or B * K in a row per image (the
-    beams of a search), and keys from `double_keys` (B, L, A)."""
-    queries = queries.mul(2.0).view(len(doubled_keys), -1, 1, queries.shape[-1])  # (B, K, 1, A) 2 W_s s
+    """v^T tanh(W_h h_i + b + W_s s) -> (N, L), N = B * K, for queries W_s s grouped by image (B, K, A) (K = 1, or
+    the beams of a search) and keys from `double_keys` (B, L, A)."""
+    queries = queries.mul(2.0).unsqueeze(2)  # (B, K, 1, A) 2 W_s s
     keys = doubled_keys.unsqueeze(1)  # (B, 1, L, A)
     rows = max(1, BLOCK_ELEMENTS // max(1, queries.shape[1] * keys.shape[2] * keys.shape[3]))
     recording = torch.is_grad_enabled() and (queries.requires_grad or keys.requires_grad)
     if recording or rows >= len(keys):
-        return _scores(queries, keys, v).view(len(queries) * queries.shape[1], -1)
-    blocks = [_scores(queries[i : i + rows], keys[i : i + rows], v) for i in range(0, len(keys), rows)]
-    return torch.cat(blocks).view(len(queries) * queries.shape[1], -1)  # (N, L)
+        scores = _scores(queries, keys, v)
+    else:
+        scores = torch.cat([_scores(queries[i : i + rows], keys[i : i + rows], v) for i in range(0, len(keys), rows)])
+    return scores.view(-1, keys.shape[2])  # (N, L)
 
 
 def _scores(queries: Tensor, keys: Tensor, v: nn.Linear) -> Tensor:
