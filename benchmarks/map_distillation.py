@@ -29,6 +29,7 @@ from captioning.datamodule import CaptionDataModule
 from captioning.decoder import EXPECTATION, ShowAttendTell
 from captioning.module import CaptioningModule
 from captioning.objectives import LossTerms
+from core.checkpoints import CheckpointError
 from data.vocabulary import Vocabulary
 
 #: Hyper-parameters of this experiment only, left out of the checkpoints it writes.
@@ -64,9 +65,14 @@ class MapDistillation(CaptioningModule):
             raise ValueError(f"map_weight must be at least 0, got {map_weight}")
         self.map_weight = map_weight
         self.teacher_path = Path(teacher)
+        if not self.teacher_path.is_file():
+            raise CheckpointError(
+                f"teacher {teacher} is not a file: give --model.teacher a captioning checkpoint's path"
+            )
         model = CaptioningModule.load(teacher)
         self.teacher_words = model.vocabulary.tokens
-        self._teacher = [model.decoder.eval().requires_grad_(False)]  # in a list: not a submodule, so not trained or saved
+        # in a list: not a submodule, so neither trained nor saved
+        self._teacher = [model.decoder.eval().requires_grad_(False)]
         if self.vocabulary is not None:
             self._check_teacher()
 
@@ -76,10 +82,10 @@ class MapDistillation(CaptioningModule):
             self._check_teacher()
 
     def _check_teacher(self) -> None:
-        """ValueError, naming the teacher's file, when its words are not the student's (a word's map would be
-        another word's)."""
+        """CheckpointError (a ValueError), naming the teacher's file, when its words are not the student's (a word's
+        map would be another word's)."""
         if self.teacher_words != self.vocabulary.tokens:
-            raise ValueError(
+            raise CheckpointError(
                 f"the teacher {self.teacher_path} has another vocabulary than the model being trained "
                 f"({len(self.teacher_words)} words against {len(self.vocabulary.tokens)}): give a teacher trained on "
                 "the same captions, such as the checkpoint the run starts from (--model.initial_weights)"

@@ -19,6 +19,8 @@ def test_map_divergence_is_the_kl_from_the_teachers_map_over_real_words() -> Non
     assert map_divergence(student, student, torch.tensor([[True, True]])).item() == pytest.approx(0, abs=1e-7)
 
 
-def test_a_teacher_with_other_words_is_refused_by_name() -> None:
+def test_a_teacher_with_other_words_or_no_file_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match=r"the teacher .*shapes_soft\.ckpt has another vocabulary"):
         MapDistillation(teacher=SHAPES_SOFT, initial_weights=FLICKR8K_SOFT)
+    with pytest.raises(ValueError, match=r"teacher nope\.ckpt is not a file"):
+        MapDistillation(teacher="nope.ckpt", initial_weights=FLICKR8K_SOFT)
