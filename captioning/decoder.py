@@ -16,11 +16,15 @@ written here.
 Soft and hard attention differ only in how the context is read from alpha (a `Read`, below): the
 expectation above, or hard attention's single location a_s with s ~ Multinoulli(alpha). Every call that
 unrolls the decoder takes the `Read` to use; everything else is shared.
+
+`CaptionDecoder` (below) is what every caption decoder offers the rest of the project (training, beam search,
+self-critical sampling, the app): `captioning.transformer.TransformerDecoder` is the second one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -123,7 +127,70 @@ EXPECTATION = Expectation()
 
 
 # ----------------------------------------------------------------------------------------------------
-# The decoder.
+# What every caption decoder offers: start from the image grid, score the next word, unroll teacher-forced.
+
+
+class DecoderState(Protocol):
+    """A decoder's running state for N rows (an LSTM's h and c, a Transformer's key/value cache), which beam search
+    reorders and repeats row by row."""
+
+    def select(self, index: Tensor) -> "DecoderState":
+        """The rows `index` (N',) of the state, in that order."""
+
+    def repeat(self, times: int) -> "DecoderState":
+        """Each row repeated `times` times in a row: N rows -> N * times."""
+
+
+@dataclass
+class StepOutput:
+    logits: Tensor  # (B, V) unnormalised log-probabilities of the next word
+    weights: Tensor  # (B, L) the weights the image was read with: alpha, or one-hot for a hard read
+    state: DecoderState
+
+    def repeat(self, times: int) -> "StepOutput":
+        """Each row repeated `times` times in a row: (B, ...) -> (B * times, ...)."""
+        logits, weights = self.logits.repeat_interleave(times, 0), self.weights.repeat_interleave(times, 0)
+        return StepOutput(logits, weights, self.state.repeat(times))
+
+
+@dataclass
+class TeacherForced:
+    logits: Tensor  # (B, T, V)
+    weights: Tensor  # (B, T, L) the attention over the grid at every step
+    locations: Tensor | None  # (B, T) the locations read at every step by a hard read; None for soft
+
+
+class CaptionDecoder(nn.Module):
+    """Base class of the caption decoders: the interface that training, search, self-critical sampling, export and
+    the app use. A decoder is built from three things the data and the encoder fix, `vocab_size`, `feature_dim` (D)
+    and `grid_shape` (L = rows * columns cells), given first; its own sizes and options follow, keyword-only, and
+    are what a config's `model.decoder.init_args` sets.
+
+    `start` prepares the image once (the beams of a search share what it returns); `step` scores the next word
+    for N = B * K rows (K rows of each image in a row, as `Read` says); `forward` runs all the words of a
+    caption at once (teacher forcing). Every call returns, for each word, its attention over the L grid cells.
+    """
+
+    def start(self, features: Tensor) -> tuple[object, DecoderState]:
+        """Features (B, L, D) -> (what the decoder reads of the image, the initial state of its B rows)."""
+        raise NotImplementedError
+
+    def step(self, words: Tensor, state: DecoderState, memory: object, read: Read = EXPECTATION) -> StepOutput:
+        """Previous words (N,) -> next-word logits (N, V), the attention (N, L) and the next state."""
+        raise NotImplementedError
+
+    def forward(self, features: Tensor, inputs: Tensor, read: Read = EXPECTATION) -> TeacherForced:
+        """Teacher forcing: features (B, L, D), input words (B, T) starting with <start> -> logits (B, T, V)."""
+        raise NotImplementedError
+
+
+DecoderFactory = Callable[[int, int, tuple[int, int]], CaptionDecoder]
+"""A decoder class, or a `functools.partial` of one with its options set, called as (vocab_size, feature_dim,
+grid_shape) once the vocabulary is known. In YAML: `decoder: {class_path: ..., init_args: {...}}`."""
+
+
+# ----------------------------------------------------------------------------------------------------
+# Show, Attend and Tell.
 
 
 @dataclass
@@ -147,26 +214,7 @@ class LSTMState:
         return LSTMState(self.h.repeat_interleave(times, 0), self.c.repeat_interleave(times, 0))
 
 
-@dataclass
-class StepOutput:
-    logits: Tensor  # (B, V) unnormalised log-probabilities of the next word
-    weights: Tensor  # (B, L) the weights the context was read with: alpha, or one-hot for a hard read
-    state: LSTMState
-
-    def repeat(self, times: int) -> "StepOutput":
-        """Each row repeated `times` times in a row: (B, ...) -> (B * times, ...)."""
-        logits, weights = self.logits.repeat_interleave(times, 0), self.weights.repeat_interleave(times, 0)
-        return StepOutput(logits, weights, self.state.repeat(times))
-
-
-@dataclass
-class TeacherForced:
-    logits: Tensor  # (B, T, V)
-    weights: Tensor  # (B, T, L) alpha, the attention distribution at every step
-    locations: Tensor | None  # (B, T) the locations read at every step by a hard read; None for soft
-
-
-class ShowAttendTell(nn.Module):
+class ShowAttendTell(CaptionDecoder):
     """The caption decoder, for soft and hard attention alike (each unroll is given its `Read`).
 
     Args:
@@ -197,10 +245,10 @@ class ShowAttendTell(nn.Module):
 
     def __init__(
         self,
-        *,
         vocab_size: int,
         feature_dim: int,
         grid_shape: tuple[int, int],
+        *,
         embed_dim: int = 512,
         decoder_dim: int = 512,
         attention_dim: int = 512,

@@ -9,6 +9,7 @@ model generated, teacher-forced.
 * `AttentionWeights`: alpha_t, what the app draws.
 * `GradientTimesInput`: relu(sum_d a_id * d log p(y_t) / d a_id) per cell i.
 * `GradCAM`: relu(sum_d w_d a_id) with w_d = mean_i d log p(y_t) / d a_id (a channel's weight is its mean gradient).
+* `CrossAttentionHead`: a Transformer decoder's cross-attention at any layer and head, to compare them.
 
 Every map is normalised to sum to 1 over the cells (uniform where the relu leaves nothing), so the grounding measures
 read them as they read attention. `python -m captioning.grounding --maps captioning.explanations.GradCAM` scores
@@ -25,8 +26,10 @@ import torch.nn.functional as F
 from PIL import Image
 from torch import Tensor
 
+from captioning.export import every_head, model_input
 from captioning.module import CaptioningModule
 from captioning.pretrained import Caption
+from captioning.transformer import TransformerDecoder
 
 
 class WordMaps(ABC):
@@ -52,15 +55,14 @@ class _WordGradients(WordMaps):
         """(L, D) gradient of one word's log-probability, (L, D) annotation vectors -> (L,) non-negative map."""
 
     def __call__(self, model: CaptioningModule, photos: Sequence[Image.Image], captions: Sequence[Caption]) -> list[Tensor]:
-        transform, vocabulary = model.encoder.transform(), model.vocabulary
-        rows, columns = model.encoder.grid_shape
+        vocabulary, (rows, columns) = model.vocabulary, model.encoder.grid_shape
         maps = []
         for photo, caption in zip(photos, captions):
             if not caption.words:
                 maps.append(torch.zeros(0, rows, columns))
                 continue
             with torch.inference_mode():
-                features = model.features(transform(photo)[None].to(model.device))  # (1, L, D)
+                features = model.features(model_input(model, photo))  # (1, L, D)
             features = features.clone().requires_grad_(True)
             words = [vocabulary.index(word) for word in caption.words]
             inputs = torch.tensor([[vocabulary.start_id, *words[:-1]]], device=model.device)  # (1, n)
@@ -87,6 +89,35 @@ class GradCAM(_WordGradients):
 
     def combine(self, gradient: Tensor, features: Tensor) -> Tensor:
         return (features @ gradient.mean(dim=0)).clamp(min=0.0)  # (L,)
+
+
+class CrossAttentionHead(WordMaps):
+    """A Transformer decoder's cross-attention weights at one layer and head, or averaged over the layer's heads, for
+    each word of the generated caption (teacher-forced on it: the weights its search saw). The app draws the layer and
+    head of the decoder's `map_layer` and `map_head`; this reads any other, to compare them on photos with boxes.
+
+    Args:
+        layer: the block, from 0 (-1: the last).
+        head: the head, from 0; None averages the layer's heads.
+    """
+
+    def __init__(self, *, layer: int = -1, head: int | None = None) -> None:
+        self.layer, self.head = layer, head
+
+    def __call__(self, model: CaptioningModule, photos: Sequence[Image.Image], captions: Sequence[Caption]) -> list[Tensor]:
+        if not isinstance(model.decoder, TransformerDecoder):
+            raise ValueError(f"CrossAttentionHead reads a Transformer decoder's heads; this model's decoder is a "
+                             f"{type(model.decoder).__name__}: use the attention weights (the default maps)")
+        rows, columns = model.encoder.grid_shape
+        maps = []
+        for photo, caption in zip(photos, captions):
+            if not caption.words:
+                maps.append(torch.zeros(0, rows, columns))
+                continue
+            layer = every_head(model, photo, caption.words)[:, self.layer]  # (n, heads, L)
+            chosen = layer.mean(dim=1) if self.head is None else layer[:, self.head]  # (n, L)
+            maps.append(chosen.reshape(len(caption.words), rows, columns))
+        return maps
 
 
 def _normalised(maps: Tensor) -> Tensor:

@@ -9,7 +9,9 @@ For each image, `DIR/<image stem>/` receives:
 * `caption.json`: {"image", "caption", "words", "grid_size": [rows, columns], "image_size": [width, height],
   "weights": one row of rows x columns raw attention weights per word (row-major grid locations),
   "scale": the scale the pictures are drawn on (`DisplayScale.describe`), "concentration": per word, the share
-  of its attention on the most attended 5% of the photo (`core.concentration`)}.
+  of its attention on the most attended 5% of the photo (`core.concentration`)}; for a Transformer decoder also
+  "heads": every layer's and head's cross-attention per word, [word][layer][head][location] (`every_head`), of
+  which "weights" is the layer and head its `map_layer` and `map_head` choose.
 
 The pictures use one fixed scale for every word (`core.overlays.FixedScale`: 1 = uniform attention); `--stretch`
 draws each word's map up to its own maximum instead (`PerMapStretch`).
@@ -40,6 +42,7 @@ from torch import Tensor
 
 from captioning.datamodule import IMAGE_SUFFIXES
 from captioning.module import CaptioningModule
+from captioning.transformer import TransformerDecoder
 from core.concentration import top_area_share
 from core.overlays import (
     DisplayScale,
@@ -86,15 +89,10 @@ def export_caption(
         The caption.json record.
     """
     words, weights = generate_caption(model, image, beam_size)
-    return write_caption_overlays(
-        image,
-        words=words,
-        weights=weights,
-        grid=model.encoder.grid_shape,
-        out_dir=Path(out_dir),
-        source=source,
-        scale=scale,
-    )
+    drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_shape, scale=scale)
+    heads = every_head(model, image, words)
+    details = {} if heads is None else {"heads": heads.tolist()}
+    return drawn.write(Path(out_dir), source=source, details=details)
 
 
 def model_input(model: CaptioningModule, image: Image.Image) -> Tensor:
@@ -107,6 +105,19 @@ def generate_caption(model: CaptioningModule, image: Image.Image, beam_size: int
     with torch.inference_mode():
         generated = model.generate(model_input(model, image), beam_size=beam_size)
     return model.caption_words(generated.tokens[0], generated.weights[0])
+
+
+def every_head(model: CaptioningModule, image: Image.Image, words: Sequence[str]) -> Tensor | None:
+    """A Transformer decoder's cross-attention at every layer and head for the words of a caption (teacher-forced on
+    them: for a caption the model generated, the weights its search saw) -> (n_words, layers, heads, L), float32 on the
+    CPU; None for a decoder without heads (Show-Attend-Tell has one map per word)."""
+    if not isinstance(model.decoder, TransformerDecoder):
+        return None
+    vocabulary = model.vocabulary
+    inputs = torch.tensor([[vocabulary.start_id, *(vocabulary.index(word) for word in words[:-1])]], device=model.device)
+    with torch.inference_mode():
+        features = model.features(model_input(model, image))  # (1, L, D)
+        return model.decoder.all_maps(features, inputs)[0, : len(words)].float().cpu()  # (n, layers, heads, L)
 
 
 class UnknownWordsError(ValueError):
@@ -231,8 +242,9 @@ class CaptionOverlays:
         list(drawing_pool().map(save, self.pictures, paths))
         return paths
 
-    def write(self, out_dir: Path, *, source: str = "", parallel: bool = True) -> dict:
-        """Write the export files into out_dir (see the module docstring); returns the caption.json record.
+    def write(self, out_dir: Path, *, source: str = "", parallel: bool = True, details: dict | None = None) -> dict:
+        """Write the export files into out_dir (see the module docstring); returns the caption.json record, which
+        also holds `details` (a Transformer's "heads").
 
         `parallel=False` writes them in the calling thread alone, leaving the other cores free: the demo app
         does so once it has answered with the caption and the gallery, so the page's requests for the
@@ -272,6 +284,7 @@ class CaptionOverlays:
             "weights": self.weights.detach().float().cpu().tolist(),
             "scale": self.scale.describe(),
             "concentration": list(self.concentration),
+            **(details or {}),
         }
         write_json_atomically(out_dir / "caption.json", record)
         return record

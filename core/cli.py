@@ -20,6 +20,7 @@ from core.checkpoints import (
     CheckpointError,
     check_kind,
     check_weights_fit,
+    current_hyperparameters,
     read_checkpoint,
     with_safe_checkpoint_io,
 )
@@ -121,7 +122,7 @@ class CheckpointSafeCLI(LightningCLI):
         checkpoint = read_checkpoint(path)
         check_kind(checkpoint, path, required=self.checkpoint_required, kind=self.checkpoint_kind)
         self._checkpoint = (path, checkpoint)
-        hparams = dict(checkpoint.get("hyper_parameters") or {})
+        hparams = current_hyperparameters(self.model_class, dict(checkpoint.get("hyper_parameters") or {}))
         hparams.pop("_instantiator", None)
         if "_class_path" in hparams:
             hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
@@ -132,11 +133,10 @@ class CheckpointSafeCLI(LightningCLI):
         try:
             super().parse_arguments(parser, args)
         except (AttributeError, ImportError) as error:
-            old = [path for path in MOVED_MODULES if path.rpartition(".")[2] in str(error) and "captioning" in str(error)]
-            if not old:
+            moved = moved_class_message(str(error))
+            if moved is None:
                 raise
-            moves = ", ".join(f"{path}.* is now {MOVED_MODULES[path]}.*" for path in old)
-            raise SystemExit(f"error: a config or option names a class by a path that moved: {moves}") from None
+            raise SystemExit(moved) from None
 
     def add_default_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         super().add_default_arguments_to_parser(parser)
@@ -250,6 +250,13 @@ class RunFolderParser(LightningArgumentParser):
     `trainer.default_root_dir`, once every config file and option is merged: before the config is checked (a
     CSVLogger requires one) or printed (`--print_config` shows the folder). A config thus names its run folder once."""
 
+    def error(self, message: str, *args: Any, **kwargs: Any) -> Any:
+        # a class named by a path that moved is said in one line with its new path, not with the usage
+        moved = moved_class_message(message)
+        if moved is not None:
+            raise SystemExit(moved)
+        return super().error(message, *args, **kwargs)
+
     def validate(self, cfg: Namespace, *args: Any, **kwargs: Any) -> None:
         log_to_run_folder(cfg)
         super().validate(cfg, *args, **kwargs)
@@ -258,6 +265,20 @@ class RunFolderParser(LightningArgumentParser):
         cfg = cfg.clone()
         log_to_run_folder(cfg)
         return super().dump(cfg, *args, **kwargs)
+
+
+def moved_class_message(error: str) -> str | None:
+    """The line that tells where the classes went, when `error` (a failed import or a parser's complaint) names a
+    class by a path of `MOVED_MODULES`; None otherwise."""
+    def named(path: str) -> bool:  # as an import path, or as the attribute a package lacks
+        package, _, module = path.rpartition(".")
+        return path in error or f"module '{package}' has no attribute '{module}'" in error
+
+    old = [path for path in MOVED_MODULES if named(path)]
+    if not old:
+        return None
+    moves = ", ".join(f"{path}.* is now {MOVED_MODULES[path]}.*" for path in old)
+    return f"error: a config or option names a class by a path that moved: {moves}"
 
 
 def log_to_run_folder(config: Namespace) -> None:

@@ -8,6 +8,7 @@ them as import paths), a class into its import path.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
@@ -54,6 +55,29 @@ def plain_hyperparameters(hparams: dict[str, Any], **objects: Any) -> dict[str, 
         elif value is not None:
             plain[key] = class_config(value)
     return plain
+
+
+def factory_config(factory: Any) -> dict[str, Any]:
+    """{"class_path", "init_args"} of a class-returning callable given as a component's argument (a decoder built
+    once the data fixes its sizes): a class, a `functools.partial` of one (as written in Python, or as
+    jsonargparse makes it from YAML), or its config already. `init_args` are the class's keyword-only
+    parameters, the options a config sets, with the partial's values over the class's defaults; classes among
+    them as import paths. The leading parameters, which the caller gives, are left out."""
+    if isinstance(factory, dict):
+        return factory
+    keywords = {}
+    if isinstance(factory, functools.partial):
+        # jsonargparse's partials call its instantiator with the class: the class is the first class among
+        # the partial's function and arguments
+        keywords = dict(factory.keywords)
+        factory = next(item for item in (factory.func, *factory.args) if isinstance(item, type))
+    init_args = {
+        name: keywords.get(name, parameter.default)
+        for name, parameter in inspect.signature(factory.__init__).parameters.items()
+        if parameter.kind is parameter.KEYWORD_ONLY
+    }
+    init_args = {name: import_path(value) if isinstance(value, type) else value for name, value in init_args.items()}
+    return {"class_path": import_path(factory), "init_args": init_args}
 
 
 def current_class_paths(value: Any) -> Any:

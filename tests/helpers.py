@@ -171,3 +171,21 @@ VQA2_FILES = {
             "val2014/COCO_val2014_{image_id:012d}.jpg"),
     "test": ("v2_OpenEnded_mscoco_test-dev2015_questions.json", "", "test2015/COCO_test2015_{image_id:012d}.jpg"),
 }
+
+
+def always_speaking(model):
+    """An untrained Transformer captioner (`captioning.transformer`) made to say real words until its max_length: its
+    output norm ignores the word's vector (weight 0, bias e_0), so every logit is the word embedding's first entry,
+    set to -100 for the specials and 1, 2, ... for the other words. Its cross-attention, and so its maps, still
+    depend on the image. Returns the model, in eval mode."""
+    import torch
+
+    decoder, specials = model.decoder, 4  # <pad>, <start>, <end>, <unk>
+    with torch.no_grad():
+        decoder.ln_out.weight.zero_()
+        decoder.ln_out.bias.zero_()
+        decoder.ln_out.bias[0] = 1.0
+        first = decoder.embedding.weight[:, 0]
+        first[:specials] = -100.0
+        first[specials:] = torch.arange(1, len(first) - specials + 1, dtype=first.dtype)
+    return model.eval()

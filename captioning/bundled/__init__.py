@@ -170,7 +170,7 @@ def _score_model(key: str, score: str, title: str, metrics: dict[str, float]) ->
         commands=(
             (
                 "python -m captioning fit --config configs/captioning/shapes_soft.yaml --config "
-                f"configs/captioning/shapes_compare.yaml --model.score core.attention.{score} "
+                f"configs/captioning/shapes_compare.yaml --model.decoder.score core.attention.{score} "
                 f"--trainer.default_root_dir {run}"
             ),
             f"python -m captioning.bundle {run}/logs/version_0/checkpoints/best.ckpt captioning/bundled/shapes_{key}.ckpt",

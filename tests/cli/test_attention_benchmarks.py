@@ -20,6 +20,7 @@ from tests.helpers import (
     REPO,
     SMALL_SHAPES,
     VQA_CONFIGS,
+    always_speaking,
     figures_of,
     metrics_of,
     run_benchmark,
@@ -162,3 +163,53 @@ def test_map_distillation_fine_tunes_and_writes_a_plain_captioning_checkpoint(tm
     assert not {"teacher", "map_weight"} & hyper_parameters.keys()
     model = CaptioningModule.load(checkpoint)
     assert model.vocabulary is not None and model.decoder is not None
+
+
+def test_transformer_maps_scores_every_layer_and_head_as_the_grounding_command_does(tmp_path):
+    """benchmarks/transformer_maps.py on six ShapesWorld scenes with their boxes and a tiny untrained Transformer whose
+    every word names every shape (the word list says so): each layer's and head's figures are those that
+    `python -m captioning.grounding --maps captioning.explanations.CrossAttentionHead` gives for that choice."""
+    from functools import partial
+
+    from captioning.explanations import CrossAttentionHead
+    from captioning.grounding import ObjectWords, ground, load_captioner
+    from captioning.transformer import TransformerDecoder
+    from core.encoder import LocalCNN
+    from data.boxes import read_boxes
+
+    size, images = 112, {}
+    (tmp_path / "images").mkdir()
+    for index in range(6):
+        scene = generate_split_scene(0, "test", index)
+        render_scene(scene, size).save(tmp_path / "images" / f"scene{index}.png")
+        objects = [{"class": o.shape, "box": [o.box.x0 * size, o.box.y0 * size, o.box.x1 * size, o.box.y1 * size]}
+                   for o in scene.objects]  # fmt: skip
+        images[f"scene{index}.png"] = {"size": [size, size], "objects": objects}
+    (tmp_path / "boxes.json").write_text(json.dumps({"images": images}))
+    torch.manual_seed(0)
+    words = ["<pad>", "<start>", "<end>", "<unk>", "a", "red", "circle"]
+    decoder = partial(TransformerDecoder, model_dim=8, layers=2, heads=2, feedforward_dim=8)
+    model = CaptioningModule(encoder=LocalCNN(widths=(8, 8, 8), coordinates=False), decoder=decoder, vocabulary=words,
+                             max_length=3)  # fmt: skip
+    always_speaking(model)
+    checkpoint = tmp_path / "tiny.ckpt"
+    torch.save({"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams)}, checkpoint)
+    word_list = tmp_path / "words.json"  # every word names every shape: each word of a caption is a pair
+    word_list.write_text(json.dumps({"classes": {shape: ["a", "red", "circle"] for shape in SHAPES}}))
+
+    result = run_benchmark(
+        "transformer_maps.py", "--images", str(tmp_path / "images"), "--boxes", str(tmp_path / "boxes.json"),
+        "--model", str(checkpoint), "--words", str(word_list),
+    )  # fmt: skip
+    assert result["photos"] == 6 and result["pairs"] == 6 * 3 and not result["skipped"]
+    assert [(row["layer"], row["head"]) for row in result["maps"]] == [(0, None), (0, 0), (0, 1), (1, None), (1, 0), (1, 1)]
+    for name, value in figures_of(result).items():
+        assert math.isfinite(value), name
+    captioner, photos = load_captioner(str(checkpoint)), read_boxes(tmp_path / "boxes.json")
+    for row in result["maps"]:
+        maps = CrossAttentionHead(layer=row["layer"], head=row["head"])
+        means = ground(captioner, photos, tmp_path / "images", words=ObjectWords.read(word_list), maps=maps).means()
+        for key in ("mass", "pointing", "entropy"):
+            assert row[key] == pytest.approx(means[key]), (row, key)
+    assert result["baselines"]["uniform"] == pytest.approx(means["uniform"])
+    assert result["best_pointing"]["pointing"] == max(row["pointing"] for row in result["maps"])

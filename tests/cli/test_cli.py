@@ -50,7 +50,7 @@ def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
     tested = run_cli(
         "test", "--config", str(CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES, f"--ckpt_path={best}",
         f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path / 'test'}",
-        f"--trainer.logger.init_args.save_dir={tmp_path / 'test'}", "--model.embed_dim=8",  # ignored: from the ckpt
+        f"--trainer.logger.init_args.save_dir={tmp_path / 'test'}", "--model.decoder.embed_dim=8",  # ignored: from the ckpt
         cwd=tmp_path,
     )
     for name in ["BLEU-1", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "attention_correctness"]:

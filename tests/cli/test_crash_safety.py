@@ -71,7 +71,7 @@ def tiny_fit(run_dir: Path, cache: Path, callbacks: list[dict], *extra: str, log
         "fit", "--config", str(CONFIGS / config),
         "--data.dataset.init_args.train_size=8", "--data.dataset.init_args.val_size=4",
         "--data.dataset.init_args.test_size=4", "--data.dataset.init_args.heldout_size=4",
-        "--model.embed_dim=16", "--model.decoder_dim=16", "--model.attention_dim=16",
+        "--model.decoder.embed_dim=16", "--model.decoder.decoder_dim=16", "--model.decoder.attention_dim=16",
         "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0", "--trainer.log_every_n_steps=1",
         "--trainer.enable_progress_bar=false", "--seed_everything=0", "--data.train_references=null",
         "--model.initial_weights=null", *TINY_LOCAL_CNN,

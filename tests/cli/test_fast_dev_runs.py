@@ -33,7 +33,7 @@ def make_karpathy_fixture(root: Path, dataset: str = "flickr8k") -> None:
     (root / f"dataset_{dataset}.json").write_text(json.dumps({"dataset": dataset, "images": images}))
 
 
-@pytest.mark.parametrize("config", ["flickr8k_soft.yaml", "flickr8k_hard.yaml", "coco_soft.yaml"])
+@pytest.mark.parametrize("config", ["flickr8k_soft.yaml", "flickr8k_hard.yaml", "flickr8k_transformer.yaml", "coco_soft.yaml"])
 def test_fast_dev_run_on_karpathy_configs(tmp_path, config):
     dataset = "coco" if config.startswith("coco") else "flickr8k"
     make_karpathy_fixture(tmp_path / "d", dataset)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import shutil
+from functools import partial
 
 import pytest
 import torch
@@ -240,10 +241,13 @@ def test_at_least_two_samples_are_needed():
         SelfCritical(samples=1)
 
 
+SHAPES_DECODER = partial(ShowAttendTell, embed_dim=256, attention_dim=256, coordinates=True)  # shapes_soft.yaml's
+
+
 def shapes_model(**kwargs) -> CaptioningModule:
     """A model shaped as the bundled ShapesWorld soft model (`shapes_soft.yaml`)."""
     encoder = LocalCNN(coordinates=False)
-    return CaptioningModule(encoder=encoder, embed_dim=256, attention_dim=256, coordinates=True, **kwargs)
+    return CaptioningModule(encoder=encoder, decoder=SHAPES_DECODER, **kwargs)
 
 
 @pytest.mark.parametrize("attention", [SoftAttention(), HardAttention()], ids=["soft", "hard"])
@@ -268,7 +272,7 @@ def test_initial_weights_read_larger_images_onto_a_finer_grid():
     word's attention spreads over its cells (the 14x14 Flickr8k rows of docs/experiments.md start this way)."""
     bundled = REPO / "captioning" / "bundled" / "shapes_soft.ckpt"
     model = CaptioningModule(
-        encoder=LocalCNN(image_size=224, coordinates=False), embed_dim=256, attention_dim=256, coordinates=True,
+        encoder=LocalCNN(image_size=224, coordinates=False), decoder=SHAPES_DECODER,
         initial_weights=bundled,
     ).eval()
     reference = CaptioningModule.load(bundled)

@@ -22,16 +22,24 @@ SIZES = dict(image_size=64, train_size=8, val_size=6, test_size=4, heldout_size=
 TINY_SHAPES = [
     *(f"--data.dataset.init_args.{name}={value}" for name, value in SIZES.items()),
     "--model.encoder.init_args.image_size=64",
-    "--data.batch_size=8", "--data.eval_batch_size=8", "--model.embed_dim=8", "--model.attention_dim=8",
+    "--data.batch_size=8", "--data.eval_batch_size=8",
     "--trainer.max_epochs=2", "--trainer.limit_train_batches=1", "--trainer.enable_progress_bar=false",
 ]
+
+
+# the models' sizes: the captioning decoder's are its own options, the SAN's the module's
+TINY_MODEL = {
+    "captioning": ["--model.decoder.embed_dim=8", "--model.decoder.attention_dim=8"],
+    "vqa": ["--model.embed_dim=8", "--model.attention_dim=8"],
+}
 
 
 def fit(task: str, config: Path, tmp_path: Path, *options: str) -> Path:
     """Two tiny epochs of `config` with the configs' own logger (TensorBoard); returns the run's log folder."""
     run_dir = tmp_path / "run"
     run_module(
-        task, "fit", "--config", str(config), *TINY_SHAPES, *options, f"--data.cache_dir={tmp_path / 'cache'}",
+        task, "fit", "--config", str(config), *TINY_SHAPES, *TINY_MODEL[task], *options,
+        f"--data.cache_dir={tmp_path / 'cache'}",
         f"--trainer.default_root_dir={run_dir}", cwd=tmp_path,
     )
     (folder,) = {path.parent for path in run_dir.rglob("events.out.tfevents.*")}  # logs/version_0, as before
@@ -68,7 +76,7 @@ def test_a_captioning_run_shows_captions_and_word_attention(tmp_path: Path) -> N
     from data.shapes import ShapesWorld
 
     events = tensorboard_events(fit(
-        "captioning", CAPTIONING_CONFIGS / "shapes_soft.yaml", tmp_path, "--model.decoder_dim=8",
+        "captioning", CAPTIONING_CONFIGS / "shapes_soft.yaml", tmp_path, "--model.decoder.decoder_dim=8",
         "--model.max_length=6", "--trainer.num_sanity_val_steps=0",
     ))
     assert {"val/BLEU-4", "val/CIDEr", "val/attention_correctness"} <= set(events.Tags()["scalars"])

@@ -44,6 +44,6 @@ def test_a_checkpoint_that_records_old_paths_is_read_with_the_current_ones():
 
 def test_an_option_naming_an_old_path_is_told_where_the_class_went(tmp_path):
     args = ["fit", "--config", str(CAPTIONING_CONFIGS / "shapes_soft.yaml"), f"--trainer.default_root_dir={tmp_path}",
-            "--model.score", "captioning.attention.DotScore", "--print_config"]
+            "--model.decoder.score", "captioning.attention.DotScore", "--print_config"]
     with pytest.raises(SystemExit, match=r"moved: captioning\.attention\.\* is now core\.attention\.\*"):
         main(args)

@@ -3,6 +3,7 @@ commands (`python -m captioning.export`, `python -m vqa.export`, the `predict` c
 untrained checkpoints."""
 
 import json
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -168,10 +169,12 @@ CAPTION_WORDS = ["a", "red", "blue", "circle", "square", "above", "below"]
 @pytest.fixture(scope="module")
 def caption_checkpoint(tmp_path_factory) -> Path:
     """An untrained tiny captioning model (EfficientNet-Lite0, 7x7 grid) that always says 6 real words."""
+    from captioning.decoder import ShowAttendTell
     from captioning.module import CaptioningModule
 
     torch.manual_seed(0)
-    model = CaptioningModule(vocabulary=SPECIALS + CAPTION_WORDS, embed_dim=8, decoder_dim=8, attention_dim=8, max_length=6)
+    tiny = partial(ShowAttendTell, embed_dim=8, decoder_dim=8, attention_dim=8)
+    model = CaptioningModule(vocabulary=SPECIALS + CAPTION_WORDS, decoder=tiny, max_length=6)
     with torch.no_grad():
         # never ends early nor says a special token: a caption of max_length real words
         model.decoder.out.bias[: len(SPECIALS)] = -30.0
