@@ -102,3 +102,34 @@ def test_score_functions_speed_times_every_bundled_score_model() -> None:
     assert len(scores) == 6 and "additive" in scores and "scaled dot product" in scores
     for row in answer["speed"]:
         assert_rates(row["captions_per_s"])
+
+
+def test_decoders_times_a_show_attend_tell_and_a_transformer_checkpoint_in_one_run(tmp_path) -> None:
+    from functools import partial
+
+    import torch
+
+    from captioning.decoder import ShowAttendTell
+    from captioning.module import CaptioningModule
+    from captioning.transformer import TransformerDecoder
+
+    words = ["<pad>", "<start>", "<end>", "<unk>", "a", "dog", "runs"]
+    paths, sizes = [], {}
+    for decoder in (partial(ShowAttendTell, embed_dim=8, decoder_dim=8, attention_dim=8),
+                    partial(TransformerDecoder, model_dim=8, layers=1, heads=2, feedforward_dim=8)):  # fmt: skip
+        model = CaptioningModule(decoder=decoder, vocabulary=words, max_length=5)
+        path = tmp_path / f"{decoder.func.__name__}.ckpt"
+        torch.save({"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams)}, path)
+        paths.append(str(path))
+        sizes[decoder.func.__name__] = sum(p.numel() for p in model.decoder.parameters())
+    answer = run_benchmark(
+        "decoders.py", "--models", *paths, "--batch-size", "4", "--words", "3", "--images", "3", "--warmup", "0",
+        "--repeats", "2",
+    )  # fmt: skip
+    assert [row["decoder"] for row in answer["models"]] == ["ShowAttendTell", "TransformerDecoder"]
+    for row in answer["models"]:
+        assert row["parameters"] == sizes[row["decoder"]]
+        assert row["grid"] == [7, 7] and row["beam_size"] == 3 and row["training_captions_per_s"]["n"] == 2
+        assert row["epoch_minutes"] == round(30000 / row["training_captions_per_s"]["median"] / 60, 1)
+    for name, value in figures_of(answer).items():
+        assert math.isfinite(value) and value >= 0, name
