@@ -70,26 +70,41 @@ def run_module(module: str, *args: str, cwd: Path) -> subprocess.CompletedProces
     return run_python("-m", module, *args, cwd=cwd)
 
 
-def run_benchmark(script: str, *args: str) -> dict:
-    """`python benchmarks/<script> args...`, as docs/performance.md runs it -> the JSON object of its last line of
-    output. It runs in this process, as the interpreter would run the file (`runpy`, as `__main__`, its folder first
-    on `sys.path`): a test process has torch and Lightning imported already, which spares a new process several
-    seconds of imports. What a script may change for its run, torch's thread count and grad mode, `sys.argv` and
-    `sys.path`, is put back afterwards. (The scripts that time work in child processes still start them.)"""
+@contextlib.contextmanager
+def in_process(argv: list[str], *, cwd: Path | None = None, search_path: Path | None = None):
+    """Run a command's entry point in this process as if the interpreter had started it with `argv`: a test process
+    has torch and Lightning imported already, which spares a new process several CPU-seconds of imports. What a run
+    may change for itself is put back afterwards: `sys.argv`, `sys.path` (`search_path` is put first while it runs),
+    the working directory (`cwd` while it runs), torch's thread count and grad mode, and the warning filters."""
+    import warnings
+
     import torch
 
-    path = REPO / "benchmarks" / script
-    printed = io.StringIO()
-    threads, grad, argv, search_path = torch.get_num_threads(), torch.is_grad_enabled(), sys.argv, list(sys.path)
-    sys.argv = [str(path), *args]
-    sys.path.insert(0, str(path.parent))
+    threads, grad = torch.get_num_threads(), torch.is_grad_enabled()
+    old_argv, old_path, old_cwd = sys.argv, list(sys.path), os.getcwd()
+    sys.argv = argv
+    if search_path is not None:
+        sys.path.insert(0, str(search_path))
     try:
-        with contextlib.redirect_stdout(printed):
-            runpy.run_path(str(path), run_name="__main__")
+        with warnings.catch_warnings():
+            if cwd is not None:
+                os.chdir(cwd)
+            yield
     finally:
-        sys.argv, sys.path[:] = argv, search_path
+        os.chdir(old_cwd)
+        sys.argv, sys.path[:] = old_argv, old_path
         torch.set_num_threads(threads)
         torch.set_grad_enabled(grad)
+
+
+def run_benchmark(script: str, *args: str) -> dict:
+    """`python benchmarks/<script> args...`, as docs/performance.md runs it -> the JSON object of its last line of
+    output. It runs in this process (`in_process`), as the interpreter would run the file (`runpy`, as `__main__`,
+    its folder first on `sys.path`). (The scripts that time work in child processes still start them.)"""
+    path = REPO / "benchmarks" / script
+    printed = io.StringIO()
+    with in_process([str(path), *args], search_path=path.parent), contextlib.redirect_stdout(printed):
+        runpy.run_path(str(path), run_name="__main__")
     return json.loads(printed.getvalue().strip().splitlines()[-1])
 
 
@@ -103,9 +118,14 @@ def figures_of(value: object, where: str = "") -> dict[str, float]:
     return {where: value} if isinstance(value, int | float) and not isinstance(value, bool) else {}
 
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """The captioning CLI: `python -m captioning args...`."""
-    return run_module("captioning", *args, cwd=cwd)
+def run_cli(*args: str, cwd: Path) -> None:
+    """The captioning CLI, `python -m captioning args...` in the folder `cwd`, run in this process through its entry
+    point (`captioning.cli.main`, `in_process`). A run that fails raises what the command would exit with: SystemExit
+    with its message. Tests that read what the command prints run it in a child process (`run_module`)."""
+    from captioning.cli import main
+
+    with in_process(["python -m captioning"], cwd=cwd):  # the arguments go to `main` alone, as LightningCLI asks
+        main(list(args))
 
 
 def metrics_of(run_dir: Path) -> dict[str, float]:

@@ -18,14 +18,14 @@ pytestmark = pytest.mark.slow  # every test here trains or serves in subprocesse
 
 def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
     run_dir = tmp_path / "run"
-    fit = run_cli(
+    run_cli(
         "fit", "--config", str(CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES, *TINY_LOCAL_CNN,
         "--trainer.max_epochs=1", f"--data.cache_dir={tmp_path / 'cache'}",
         f"--trainer.default_root_dir={run_dir}", f"--trainer.logger.init_args.save_dir={run_dir}",
         cwd=tmp_path,
     )
     checkpoints = sorted(run_dir.rglob("*.ckpt"))
-    assert {p.name for p in checkpoints} >= {"best.ckpt", "last.ckpt"}, fit.stdout
+    assert {p.name for p in checkpoints} >= {"best.ckpt", "last.ckpt"}, checkpoints
     best = next(p for p in checkpoints if p.name == "best.ckpt")
     # the checkpoint is plain data: it loads without unpickling code, and carries the vocabulary
     state = torch.load(best, weights_only=True, map_location="cpu")
@@ -47,10 +47,11 @@ def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
         CaptioningModule.load(tmp_path / "other.ckpt")
 
     # test needs only the checkpoint plus where the data is
-    tested = run_cli(
-        "test", "--config", str(CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES, f"--ckpt_path={best}",
+    tested = run_module(
+        "captioning", "test", "--config", str(CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES, f"--ckpt_path={best}",
         f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path / 'test'}",
-        f"--trainer.logger.init_args.save_dir={tmp_path / 'test'}", "--model.decoder.embed_dim=8",  # ignored: from the ckpt
+        f"--trainer.logger.init_args.save_dir={tmp_path / 'test'}",
+        "--model.decoder.embed_dim=8",  # ignored: from the ckpt
         cwd=tmp_path,
     )
     for name in ["BLEU-1", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "attention_correctness"]:
@@ -68,8 +69,8 @@ def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
         world.load(sample).save(images / f"COCO_val2014_00000000042{n}.jpg")
     (images / "broken.jpg").write_bytes(b"not an image")
     output = tmp_path / "results.json"
-    predicted = run_cli(
-        "predict", f"--ckpt_path={best}", f"--data.predict_path={images}", f"--writer.output={output}",
+    predicted = run_module(
+        "captioning", "predict", f"--ckpt_path={best}", f"--data.predict_path={images}", f"--writer.output={output}",
         f"--trainer.default_root_dir={tmp_path / 'predict'}", "--trainer.logger=false",
         cwd=tmp_path,
     )

@@ -167,7 +167,8 @@ def test_hard_attention_keeps_one_baseline_on_two_processes(tmp_path, batch_size
         *shapes("data.shapes.ShapesWorld", test_size=1), f"--data.batch_size={batch_size}", *QUIET, *DDP,
         *logged_to(tmp_path / "fit"), f"--data.cache_dir={tmp_path / 'cache'}", "--trainer.max_epochs=1",
         "--trainer.limit_train_batches=5", "--trainer.limit_val_batches=0", "--trainer.num_sanity_val_steps=0",
-        "--model.decoder.embed_dim=8", "--model.decoder.decoder_dim=16", "--model.decoder.attention_dim=8", "--seed_everything=0",
+        "--model.decoder.embed_dim=8", "--model.decoder.decoder_dim=16", "--model.decoder.attention_dim=8",
+        "--seed_everything=0",
         "--model.initial_weights=null", "--data.train_references=null", *TINY_LOCAL_CNN,  # a tiny model, every reference
         f"--trainer.callbacks+={json.dumps(record)}",
     ]
@@ -196,7 +197,8 @@ def test_captioning_fit_and_test_on_two_processes(tmp_path, monkeypatch):
         "captioning", "fit", *config, *data, *DDP, *logged_to(fit_dir), "--trainer.max_epochs=1",
         "--trainer.limit_train_batches=2", "--trainer.num_sanity_val_steps=0", "--data.train_references=null",
         *TINY_LOCAL_CNN,
-        "--model.decoder.embed_dim=8", "--model.decoder.decoder_dim=16", "--model.decoder.attention_dim=8", cwd=tmp_path,
+        "--model.decoder.embed_dim=8", "--model.decoder.decoder_dim=16", "--model.decoder.attention_dim=8",
+        cwd=tmp_path,
     )
     assert {p.name for p in fit_dir.rglob("*.ckpt")} >= {"best.ckpt", "last.ckpt"}  # monitored val/BLEU-4
     assert {"val/BLEU-4", "val/CIDEr", "val/attention_correctness"} <= set(metrics_of(fit_dir))

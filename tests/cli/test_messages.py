@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.command_help import SUBCOMMANDS
-from tests.helpers import CAPTIONING_CONFIGS, REPO, SMALL_SHAPES, run_cli, run_module
+from tests.helpers import CAPTIONING_CONFIGS, REPO, SMALL_SHAPES, run_module
 
 #: Printed by the libraries at every run, none about the user's work (see core.cli.hide_library_notices)
 NOTICES = (
@@ -30,7 +30,8 @@ NOTICES = (
 
 @pytest.mark.slow
 def test_a_fit_says_what_it_does_and_shows_no_library_notices(tmp_path: Path) -> None:
-    result = run_cli(
+    result = run_module(
+        "captioning",
         # every batch of the tiny splits is read, so their caches are built (a run limited to a few batches encodes
         # what it reads instead, and builds none)
         "fit", "--config", str(CAPTIONING_CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES, "--trainer.max_epochs=1",
