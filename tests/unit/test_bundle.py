@@ -10,6 +10,7 @@ import pytest
 import torch
 from PIL import Image
 
+from captioning.bundle import DECODING
 from captioning.bundled import CAPTION_CHECKPOINTS, COMPARE_CHECKPOINTS, FLICKR8K_SOFT, SHAPES_SOFT
 from captioning.module import CaptioningModule
 from core import bundle as core_bundle
@@ -28,8 +29,9 @@ PHOTOS = ("coffee", "chelsea", "astronaut")  # real photos that ship with scikit
 
 
 def bundle_main(argv: list[str], model_class: type = CaptioningModule) -> int:
-    """`python -m captioning.bundle ARGV` (or `python -m vqa.bundle` with VqaModule) as a call."""
-    return core_bundle.main(argv, model_class=model_class, prog="bundle")
+    """`python -m captioning.bundle ARGV` (or `python -m vqa.bundle` with VqaModule, without settings) as a call."""
+    settings = DECODING if model_class is CaptioningModule else ()
+    return core_bundle.main(argv, model_class=model_class, prog="bundle", settings=settings)
 
 
 def bundle(source: Path, target: Path) -> dict:
@@ -160,8 +162,14 @@ def test_a_compact_copy_can_carry_other_decoding_settings(soft_model, coffee, tm
     vqa = VqaModule.load(VQA_CHECKPOINTS["ShapesWorld"])
     vqa_source = tmp_path / "san.ckpt"
     torch.save({"state_dict": vqa.state_dict(), "hyper_parameters": dict(vqa.hparams)}, vqa_source)
-    assert bundle_main([str(vqa_source), str(tmp_path / "san_small.ckpt"), "--beam-size", "3"], VqaModule) == 2
-    assert "of a captioning checkpoint" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # python -m vqa.bundle has no beam-search options
+        bundle_main([str(vqa_source), str(tmp_path / "san_small.ckpt"), "--beam-size", "3"], VqaModule)
+    assert "unrecognized arguments: --beam-size 3" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bundle_main([str(source), str(tmp_path / "wide.ckpt"), "--beam-size", "0"])
+    assert "argument --beam-size: must be at least 1, got 0" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="has no hyper-parameter beam_size to change"):
+        core_bundle.bundle(vqa_source, tmp_path / "san_small.ckpt", model_class=VqaModule, changes={"beam_size": 3})
 
 
 def test_compact_loader_refuses_a_checkpoint_missing_decoder_weights(tmp_path):
