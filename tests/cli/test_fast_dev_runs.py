@@ -37,8 +37,27 @@ def make_karpathy_fixture(root: Path, dataset: str = "flickr8k") -> None:
 def test_fast_dev_run_on_karpathy_configs(tmp_path, config):
     dataset = "coco" if config.startswith("coco") else "flickr8k"
     make_karpathy_fixture(tmp_path / "d", dataset)
+    fast_dev_run(tmp_path, "--config", str(CONFIGS / config))
+
+
+def test_the_transformer_self_critical_config_fine_tunes_the_transformer_configs_checkpoint(tmp_path):
+    """flickr8k_transformer_scst.yaml, given after flickr8k_transformer.yaml, starts self-critical training from a
+    checkpoint of that config's model."""
+    make_karpathy_fixture(tmp_path / "d")
+    fast_dev_run(tmp_path, "--config", str(CONFIGS / "flickr8k_transformer.yaml"), "--trainer.max_epochs=1")
+    (trained,) = (tmp_path / "run").rglob("last.ckpt")
+    fast_dev_run(
+        tmp_path, "--config", str(CONFIGS / "flickr8k_transformer.yaml"),
+        "--config", str(CONFIGS / "flickr8k_transformer_scst.yaml"), f"--model.initial_weights={trained}",
+    )  # fmt: skip
+
+
+def fast_dev_run(tmp_path, *config: str) -> None:
+    """`python -m captioning fit` of the given configs on the tiny Karpathy layout under tmp_path / "d": one batch of
+    fit and of validation with fast_dev_run (or the epochs a config option asks for, on 6 training photos)."""
+    fast = () if any(option.startswith("--trainer.max_epochs") for option in config) else ("--trainer.fast_dev_run=true",)
     run_cli(
-        "fit", "--config", str(CONFIGS / config), "--trainer.fast_dev_run=true",
+        "fit", *config, *fast,
         f"--data.dataset.init_args.root={tmp_path / 'd'}", "--data.dataset.init_args.image_dir=images",
         "--data.num_workers=0", "--data.min_word_count=1", "--data.batch_size=4", "--data.eval_batch_size=4",
         f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path / 'run'}",
