@@ -65,7 +65,7 @@ import torch
 from PIL import Image
 
 from captioning.bundled import CAPTION_CHECKPOINTS, COMPARE_CHECKPOINTS
-from captioning.export import CaptionOverlays, UnknownWordsError, follow_caption, generate_caption
+from captioning.export import CaptionOverlays, UnknownWordsError, caption_details, follow_caption, generate_caption
 from captioning.module import CaptioningModule
 from core.concentration import TOP_AREA, short_share
 from core.overlays import FixedScale
@@ -378,7 +378,8 @@ class Handlers:
         # a "." is never in safe_stem's names, so this folder cannot be the export folder itself
         text, overlays = caption_gallery(drawn, words, folder.with_name(f"{folder.name}.gallery"))
         yield text, overlays, None
-        drawn.write(folder, source=name, parallel=False)  # one core stays free to serve the gallery meanwhile
+        details = caption_details(model, image, words)  # a Transformer's every head
+        drawn.write(folder, source=name, parallel=False, details=details)  # one core stays free to serve the gallery
         yield text, overlays, str(zip_folder(folder, folder.parent / f"{folder.name}_attention.zip"))
 
     def ask(self, upload: Upload, model_name: str, question: str | None) -> tuple[dict[str, float], Gallery, str]:

@@ -90,9 +90,7 @@ def export_caption(
     """
     words, weights = generate_caption(model, image, beam_size)
     drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_shape, scale=scale)
-    heads = every_head(model, image, words)
-    details = {} if heads is None else {"heads": heads.tolist()}
-    return drawn.write(Path(out_dir), source=source, details=details)
+    return drawn.write(Path(out_dir), source=source, details=caption_details(model, image, words))
 
 
 def model_input(model: CaptioningModule, image: Image.Image) -> Tensor:
@@ -114,10 +112,18 @@ def every_head(model: CaptioningModule, image: Image.Image, words: Sequence[str]
     if not isinstance(model.decoder, TransformerDecoder):
         return None
     vocabulary = model.vocabulary
-    inputs = torch.tensor([[vocabulary.start_id, *(vocabulary.index(word) for word in words[:-1])]], device=model.device)
+    ids = [vocabulary.start_id, *(vocabulary.index(word) for word in words[:-1])]  # <start> and all but the last word
+    inputs = torch.tensor([ids], device=model.device)  # (1, n)
     with torch.inference_mode():
         features = model.features(model_input(model, image))  # (1, L, D)
         return model.decoder.all_maps(features, inputs)[0, : len(words)].float().cpu()  # (n, layers, heads, L)
+
+
+def caption_details(model: CaptioningModule, image: Image.Image, words: Sequence[str]) -> dict:
+    """What caption.json holds for this model beyond the words and their maps: a Transformer's "heads", every layer's
+    and head's map per word ([word][layer][head][location], `every_head`); nothing for Show-Attend-Tell."""
+    heads = every_head(model, image, words)
+    return {} if heads is None else {"heads": heads.tolist()}
 
 
 class UnknownWordsError(ValueError):

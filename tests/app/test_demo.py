@@ -265,6 +265,32 @@ def test_the_caption_and_its_overlays_come_before_the_export(pictures, tmp_path)
     assert not any(n.endswith(".jpg") for n in names)
 
 
+def test_the_app_serves_a_transformer_captioner_with_every_heads_maps_in_its_export(pictures, tmp_path):
+    """`python demo.py --caption-model NAME=PATH` with a Transformer checkpoint: its Caption tab answers as it does for
+    Show-Attend-Tell (an overlay per word, titled with the word), and the export's caption.json holds every layer's
+    and head's map."""
+    from functools import partial
+
+    from captioning.transformer import TransformerDecoder
+    from tests.helpers import always_speaking
+
+    torch.manual_seed(0)
+    words = ["<pad>", "<start>", "<end>", "<unk>", "a", "cup", "of", "coffee"]
+    decoder = partial(TransformerDecoder, model_dim=8, layers=2, heads=2, feedforward_dim=8)
+    model = always_speaking(CaptioningModule(decoder=decoder, vocabulary=words, max_length=3))
+    path = tmp_path / "transformer.ckpt"
+    torch.save({"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams)}, path)
+    handlers = demo.Handlers(*demo.load_models({"transformer": path}, {}), tmp_path)
+    upload = {"path": str(pictures["coffee"]), "orig_name": "coffee.jpg"}
+    *_, (text, gallery, archive) = handlers.caption(upload, "transformer", 2)
+    answer = demo.CaptionAnswer(text, tuple(p for p, _ in gallery), tuple(t for _, t in gallery), archive)
+    assert answer.problem(set(words)) is None and len(text.split()) == 3
+    with zipfile.ZipFile(archive) as exported:
+        record = json.loads(exported.read(next(n for n in exported.namelist() if n.endswith("caption.json"))))
+    assert record["words"] == text.split()
+    assert np.asarray(record.get("heads", [])).shape == (3, 2, 2, 49)  # word, layer, head, cell of the 7x7 grid
+
+
 def jpeg_round_trip(picture: Image.Image) -> Image.Image:
     """The picture as the app's gallery holds it: encoded as a JPEG preview and decoded again."""
     encoded = io.BytesIO()
