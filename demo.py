@@ -4,8 +4,8 @@
     python demo.py --host 0.0.0.0 --port 8080 --caption-model mine=runs/.../best.ckpt
     python demo.py --max-queue 16           # at most 16 requests waiting; more get a "busy" message
 
-Three tabs. "Caption": a photo, a captioning model, a beam width -> the caption and one attention overlay per
-word (titled with the word and how concentrated its attention is: "dog: 62% on top 5%"), then (a
+Three tabs. "Caption": a photo, a captioning model, a beam width (and for a Transformer, which layer's and head's
+cross-attention to draw) -> the caption and one attention overlay per word (titled with the word and how concentrated its attention is: "dog: 62% on top 5%"), then (a
 moment later: it is written after the page has them) a zip of the export folder
 (`captioning.export.CaptionOverlays`: overlays, grid, GIF, JSON).
 "Ask": a photo, a VQA model and a question -> the top answers (as words: "tissue roll", not DAQUAR's label
@@ -65,7 +65,16 @@ import torch
 from PIL import Image
 
 from captioning.bundled import CAPTION_CHECKPOINTS, COMPARE_CHECKPOINTS
-from captioning.export import CaptionOverlays, UnknownWordsError, caption_details, follow_caption, generate_caption
+from captioning.export import (
+    CaptionOverlays,
+    HeadChoice,
+    UnknownWordsError,
+    caption_details,
+    every_head,
+    follow_caption,
+    generate_caption,
+    head_choices,
+)
 from captioning.module import CaptioningModule
 from core.concentration import TOP_AREA, short_share
 from core.overlays import FixedScale
@@ -275,6 +284,35 @@ def chosen(models: Mapping[str, Any], name: Any) -> Any:
 OVERLAY_TITLE = re.compile(r"(?P<label>.+): (?P<share>\d+)% on top (?P<area>\d+)%")  # what overlay_title writes
 
 
+OWN_MAP = -1  # the Caption tab's "Map" value for the map a model's search records (for a Transformer, its map_layer)
+
+
+def map_choices(model: CaptioningModule) -> list[tuple[str, int]]:
+    """The Caption tab's "Map" choices for a model, (label, value): its own map (OWN_MAP), then every layer's and
+    head's (`head_choices`, by index); none for Show-Attend-Tell, which has one map per word."""
+    choices = head_choices(model)
+    if not choices:
+        return []
+    decoder = model.decoder
+    own = HeadChoice(decoder.map_layer % len(decoder.blocks), decoder.map_head)
+    return [(f"{own.label} (the model's own)", OWN_MAP), *((c.label, i) for i, c in enumerate(choices))]
+
+
+def head_choice(model: CaptioningModule, value: Any) -> HeadChoice | None:
+    """The map a "Map" value names for this model: None for OWN_MAP (or no value); refused with a message that says
+    what it may be otherwise."""
+    if value is None or value == OWN_MAP:
+        return None
+    choices = head_choices(model)
+    if not choices:
+        raise refusal("This model has one map per word: choose no map (its own), or a Transformer model.")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(choices):
+        raise refusal(
+            f"The map must be {OWN_MAP} (the model's own) or a number from 0 to {len(choices) - 1}, got {value!r}."
+        )
+    return choices[value]
+
+
 def overlay_title(label: str, share: float) -> str:
     """An overlay's title in a gallery: what it shows (a word, "hop 2") and how concentrated its attention is,
     "dog: 62% on top 5%" (`core.concentration.short_share`)."""
@@ -363,17 +401,25 @@ class Handlers:
         for _, name, question in reversed(examples):  # reversed: a model's first example is kept
             self.suggested[name] = question
 
-    def caption(self, upload: Upload, model_name: str, beam_size: Any) -> Iterator[tuple[str, Gallery, str | None]]:
+    def caption(
+        self, upload: Upload, model_name: str, beam_size: Any, map_choice: Any = OWN_MAP
+    ) -> Iterator[tuple[str, Gallery, str | None]]:
         """Caption the photo, in two steps: first (the caption, [(overlay path, word)] in caption order, None)
         as soon as the overlays are drawn, then the same with the export zip's path once it is written (an
         API caller's `predict` gets this last answer). The gallery shows JPEG copies of the overlays (a
-        tenth of the PNGs' size, quicker to send and to show); the zip holds the export itself."""
+        tenth of the PNGs' size, quicker to send and to show); the zip holds the export itself.
+
+        `map_choice` picks, for a Transformer, which of its cross-attention maps the overlays show: an index into
+        `head_choices(model)` (the tab's "Map" choice), or OWN_MAP for the one its search records."""
         model = chosen(self.captioners, model_name)
         width = beam_width(beam_size)
+        choice = head_choice(model, map_choice)
         image, name = uploaded_image(upload)
         warn_if_tiny(image, name, model.encoder.input_shape)
         folder = fresh_folder(self.exports) / safe_stem(name)
         words, weights = generate_caption(model, image, width)
+        if choice is not None:  # the caption stays; its maps are that layer's and head's
+            weights = choice.of(every_head(model, image, words))
         drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_shape)
         # a "." is never in safe_stem's names, so this folder cannot be the export folder itself
         text, overlays = caption_gallery(drawn, words, folder.with_name(f"{folder.name}.gallery"))
@@ -530,8 +576,10 @@ def _caption_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
     with gr.Row():
         with gr.Column():
             image = photo_input(elem_id="caption-image")
-            model = gr.Radio(list(handlers.captioners), value=next(iter(handlers.captioners)), label="Model")
+            first = next(iter(handlers.captioners))
+            model = gr.Radio(list(handlers.captioners), value=first, label="Model")
             beam = gr.Slider(1, MAX_BEAM_SIZE, value=DEFAULT_BEAM_SIZE, step=1, label="Beam size")
+            maps = map_dropdown(handlers.captioners[first])
             button = gr.Button("Caption", variant="primary")
         with gr.Column():
             caption = gr.Textbox(label="Caption", interactive=False, elem_id="caption-text")
@@ -542,8 +590,19 @@ def _caption_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
     gr.Examples([[str(examples[name])] for name in names], inputs=[image])
     # preprocess=False: the handler gets the uploaded file's path and opens it with load_image itself
     button.click(
-        handlers.caption, [image, model, beam], [caption, overlays, archive], api_name="caption", preprocess=False
+        handlers.caption, [image, model, beam, maps], [caption, overlays, archive], api_name="caption", preprocess=False
     )
+    model.change(lambda name: map_dropdown(chosen(handlers.captioners, name)), model, maps, api_name=False)
+
+
+def map_dropdown(model: CaptioningModule) -> gr.Dropdown:
+    """The Caption tab's "Map" choice for `model`: which layer's and head's cross-attention a Transformer's overlays
+    show; hidden for a model with one map per word."""
+    choices = map_choices(model)
+    return gr.Dropdown(
+        choices or [("its attention", OWN_MAP)], value=OWN_MAP, label="Map (a Transformer's layer and head)",
+        visible=bool(choices), elem_id="caption-map",
+    )  # fmt: skip
 
 
 def _ask_tab(handlers: Handlers, examples: Mapping[str, Path], questions: Sequence[Example]) -> None:

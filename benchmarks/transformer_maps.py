@@ -19,7 +19,7 @@ import argparse
 import json
 from pathlib import Path
 
-from captioning.export import every_head
+from captioning.export import every_head, head_choices
 from captioning.grounding import DEFAULT_WORDS, GroundingReport, ObjectWords, load_captioner, read_photo, score_pair
 from captioning.transformer import TransformerDecoder
 from data.boxes import read_boxes
@@ -31,8 +31,7 @@ def map_grounding(*, images: Path, boxes: Path, model: str, beam_size: int = 3, 
     decoder = captioner.model.decoder
     if not isinstance(decoder, TransformerDecoder):
         raise ValueError(f"{model} has a {type(decoder).__name__} decoder: this benchmark compares a Transformer's heads")
-    layers, heads = len(decoder.blocks), decoder.heads
-    choices = [(layer, head) for layer in range(layers) for head in (None, *range(heads))]
+    choices = head_choices(captioner.model)
     grid = tuple(captioner.model.encoder.grid_shape)
     reports = {choice: GroundingReport(model=model, grid=grid, beam_size=beam_size) for choice in choices}
     object_words, photos, skipped = ObjectWords.read(words), read_boxes(boxes), []
@@ -47,14 +46,14 @@ def map_grounding(*, images: Path, boxes: Path, model: str, beam_size: int = 3, 
             if not mentions:
                 continue
             every = every_head(captioner.model, image, caption.words)  # (n, layers, heads, L)
-            for (layer, head), report in reports.items():
-                chosen = every[:, layer].mean(1) if head is None else every[:, layer, head]  # (n, L)
+            for choice, report in reports.items():
+                chosen = choice.of(every)  # (n, L)
                 for mention in mentions:
                     report.pairs.append(score_pair(chosen[mention.position].reshape(grid), photo, mention))
     first = reports[choices[0]].means()
     maps = [
-        {"layer": layer, "head": head, **{key: reports[(layer, head)].means()[key] for key in ("mass", "pointing", "entropy")}}
-        for layer, head in choices
+        {"layer": c.layer, "head": c.head, **{key: reports[c].means()[key] for key in ("mass", "pointing", "entropy")}}
+        for c in choices
     ]
     return {
         "model": model,

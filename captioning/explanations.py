@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from PIL import Image
 from torch import Tensor
 
-from captioning.export import every_head, model_input
+from captioning.export import HeadChoice, every_head, model_input
 from captioning.module import CaptioningModule
 from captioning.pretrained import Caption
 from captioning.transformer import TransformerDecoder
@@ -114,8 +114,7 @@ class CrossAttentionHead(WordMaps):
             if not caption.words:
                 maps.append(torch.zeros(0, rows, columns))
                 continue
-            layer = every_head(model, photo, caption.words)[:, self.layer]  # (n, heads, L)
-            chosen = layer.mean(dim=1) if self.head is None else layer[:, self.head]  # (n, L)
+            chosen = HeadChoice(self.layer, self.head).of(every_head(model, photo, caption.words))  # (n, L)
             maps.append(chosen.reshape(len(caption.words), rows, columns))
         return maps
 

@@ -119,6 +119,35 @@ def every_head(model: CaptioningModule, image: Image.Image, words: Sequence[str]
         return model.decoder.all_maps(features, inputs)[0, : len(words)].float().cpu()  # (n, layers, heads, L)
 
 
+@dataclass(frozen=True)
+class HeadChoice:
+    """One of a Transformer's cross-attention maps: a layer's heads averaged (`head` None) or one head, both counted
+    from 0, as `TransformerDecoder.map_layer` and `map_head` choose the one its search records."""
+
+    layer: int
+    head: int | None = None
+
+    @property
+    def label(self) -> str:
+        """How a person reads it, counting from 1: "layer 2, heads averaged", "layer 2, head 7"."""
+        which = "heads averaged" if self.head is None else f"head {self.head + 1}"
+        return f"layer {self.layer + 1}, {which}"
+
+    def of(self, heads: Tensor) -> Tensor:
+        """This map from every layer's and head's maps (..., layers, heads, L) -> (..., L)."""
+        layer = heads[..., self.layer, :, :]  # (..., heads, L)
+        return layer.mean(dim=-2) if self.head is None else layer[..., self.head, :]
+
+
+def head_choices(model: CaptioningModule) -> list[HeadChoice]:
+    """Every map a caption's overlays may show for this model: each layer's heads averaged, then each of its heads,
+    layer by layer; none for a decoder with one map per word (Show-Attend-Tell)."""
+    decoder = model.decoder
+    if not isinstance(decoder, TransformerDecoder):
+        return []
+    return [HeadChoice(layer, head) for layer in range(len(decoder.blocks)) for head in (None, *range(decoder.heads))]
+
+
 def caption_details(model: CaptioningModule, image: Image.Image, words: Sequence[str]) -> dict:
     """What caption.json holds for this model beyond the words and their maps: a Transformer's "heads", every layer's
     and head's map per word ([word][layer][head][location], `every_head`); nothing for Show-Attend-Tell."""

@@ -288,7 +288,23 @@ def test_the_app_serves_a_transformer_captioner_with_every_heads_maps_in_its_exp
     with zipfile.ZipFile(archive) as exported:
         record = json.loads(exported.read(next(n for n in exported.namelist() if n.endswith("caption.json"))))
     assert record["words"] == text.split()
-    assert np.asarray(record.get("heads", [])).shape == (3, 2, 2, 49)  # word, layer, head, cell of the 7x7 grid
+    heads = torch.tensor(record.get("heads", []))
+    assert heads.shape == (3, 2, 2, 49)  # word, layer, head, cell of the 7x7 grid
+    torch.testing.assert_close(torch.tensor(record["weights"]), heads[:, -1].mean(1))  # its own: the last layer's mean
+
+    # the "Map" choice: every layer's mean and every head, the model's own first; the overlays then show that map
+    labels = [label for label, _ in demo.map_choices(model)]
+    assert labels == ["layer 2, heads averaged (the model's own)", "layer 1, heads averaged", "layer 1, head 1",
+                      "layer 1, head 2", "layer 2, heads averaged", "layer 2, head 1", "layer 2, head 2"]  # fmt: skip
+    *_, (same, _, second) = handlers.caption(upload, "transformer", 2, 2)  # layer 1, head 2
+    assert same == text
+    with zipfile.ZipFile(second) as exported:
+        record = json.loads(exported.read(next(n for n in exported.namelist() if n.endswith("caption.json"))))
+    torch.testing.assert_close(torch.tensor(record["weights"]), heads[:, 0, 1])
+    assert demo.map_choices(CaptioningModule.load(CAPTION_CHECKPOINTS[DEFAULT_MODEL])) == []  # one map per word
+    for wrong in (7, -2, "1", 1.5):
+        with pytest.raises(gr.Error, match="The map must be -1 .* or a number from 0 to 5"):
+            next(handlers.caption(upload, "transformer", 2, wrong))
 
 
 def jpeg_round_trip(picture: Image.Image) -> Image.Image:
