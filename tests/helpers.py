@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import csv
+import importlib
 import io
 import json
 import os
@@ -118,14 +119,19 @@ def figures_of(value: object, where: str = "") -> dict[str, float]:
     return {where: value} if isinstance(value, int | float) and not isinstance(value, bool) else {}
 
 
-def run_cli(*args: str, cwd: Path) -> None:
-    """The captioning CLI, `python -m captioning args...` in the folder `cwd`, run in this process through its entry
-    point (`captioning.cli.main`, `in_process`). A run that fails raises what the command would exit with: SystemExit
-    with its message. Tests that read what the command prints run it in a child process (`run_module`)."""
-    from captioning.cli import main
-
-    with in_process(["python -m captioning"], cwd=cwd):  # the arguments go to `main` alone, as LightningCLI asks
+def run_in_process(task: str, *args: str, cwd: Path) -> None:
+    """A task's CLI, `python -m captioning args...` or `python -m vqa args...` in the folder `cwd`, run in this process
+    through its entry point (`captioning.cli.main`, `vqa.cli.main`; `in_process`). A run that fails raises what the
+    command would exit with: SystemExit with its message. Tests that read what the command prints run it in a child
+    process (`run_module`)."""
+    main = importlib.import_module(f"{task}.cli").main
+    with in_process([f"python -m {task}"], cwd=cwd):  # the arguments go to `main` alone, as LightningCLI asks
         main(list(args))
+
+
+def run_cli(*args: str, cwd: Path) -> None:
+    """The captioning CLI, `python -m captioning args...`, in this process (`run_in_process`)."""
+    run_in_process("captioning", *args, cwd=cwd)
 
 
 def metrics_of(run_dir: Path) -> dict[str, float]:

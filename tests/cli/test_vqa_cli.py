@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers import VQA2_FILES, make_vqa_layout, metrics_of, run_module
+from tests.helpers import VQA2_FILES, make_vqa_layout, metrics_of, run_in_process, run_module
 from tests.helpers import VQA_CONFIGS as CONFIGS
 
 SMALL_SHAPES = [
@@ -23,8 +23,9 @@ SMALL_SHAPES = [
 ]
 
 
-def run_cli(*args: str, cwd: Path):
-    return run_module("vqa", *args, cwd=cwd)
+def run_cli(*args: str, cwd: Path) -> None:
+    """`python -m vqa args...`, in this process (`tests.helpers.run_in_process`)."""
+    run_in_process("vqa", *args, cwd=cwd)
 
 
 @pytest.mark.slow
@@ -62,8 +63,8 @@ def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
     assert state["hyper_parameters"]["question_vocabulary"][:4] == ["<pad>", "<start>", "<end>", "<unk>"]
     assert "yes" in state["hyper_parameters"]["answers"]
 
-    tested = run_cli(
-        "test", "--config", str(CONFIGS / "shapes_san.yaml"), *SMALL_SHAPES, f"--ckpt_path={best}", cache,
+    tested = run_module(  # its printed table is read
+        "vqa", "test", "--config", str(CONFIGS / "shapes_san.yaml"), *SMALL_SHAPES, f"--ckpt_path={best}", cache,
         f"--trainer.default_root_dir={tmp_path / 'test'}", f"--trainer.logger.init_args.save_dir={tmp_path / 'test'}",
         cwd=tmp_path,
     )

@@ -11,15 +11,16 @@ import pytest
 import torch
 import yaml
 
-from tests.helpers import DAQUAR_FILES, make_vqa_layout, metrics_of, run_module
+from tests.helpers import DAQUAR_FILES, make_vqa_layout, metrics_of, run_in_process, run_module
 from tests.helpers import VQA_CONFIGS as CONFIGS
 
 # the encoder daquar_san.yaml builds (EfficientNet-Lite2 and its image size)
 DAQUAR_ENCODER = yaml.safe_load((CONFIGS / "daquar_san.yaml").read_text())["model"]["encoder"]["init_args"]
 
 
-def run_cli(*args: str, cwd: Path):
-    return run_module("vqa", *args, cwd=cwd)
+def run_cli(*args: str, cwd: Path) -> None:
+    """`python -m vqa args...`, in this process (`tests.helpers.run_in_process`)."""
+    run_in_process("vqa", *args, cwd=cwd)
 
 
 def fit_daquar(tmp_path: Path, *overrides: str) -> Path:
