@@ -418,14 +418,15 @@ class Handlers:
         warn_if_tiny(image, name, model.encoder.input_shape)
         folder = fresh_folder(self.exports) / safe_stem(name)
         words, weights = generate_caption(model, image, width)
+        heads = every_head(model, image, words)  # a Transformer's every layer's and head's maps; None for SAT
         if choice is not None:  # the caption stays; its maps are that layer's and head's
-            weights = choice.of(every_head(model, image, words))
+            weights = choice.of(heads)
         drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_shape)
         # a "." is never in safe_stem's names, so this folder cannot be the export folder itself
         text, overlays = caption_gallery(drawn, words, folder.with_name(f"{folder.name}.gallery"))
         yield text, overlays, None
-        details = caption_details(model, image, words)  # a Transformer's every head
-        drawn.write(folder, source=name, parallel=False, details=details)  # one core stays free to serve the gallery
+        # one core stays free to serve the gallery meanwhile
+        drawn.write(folder, source=name, parallel=False, details=caption_details(heads))
         yield text, overlays, str(zip_folder(folder, folder.parent / f"{folder.name}_attention.zip"))
 
     def ask(self, upload: Upload, model_name: str, question: str | None) -> tuple[dict[str, float], Gallery, str]:

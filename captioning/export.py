@@ -90,7 +90,7 @@ def export_caption(
     """
     words, weights = generate_caption(model, image, beam_size)
     drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_shape, scale=scale)
-    return drawn.write(Path(out_dir), source=source, details=caption_details(model, image, words))
+    return drawn.write(Path(out_dir), source=source, details=caption_details(every_head(model, image, words)))
 
 
 def model_input(model: CaptioningModule, image: Image.Image) -> Tensor:
@@ -148,10 +148,9 @@ def head_choices(model: CaptioningModule) -> list[HeadChoice]:
     return [HeadChoice(layer, head) for layer in range(len(decoder.blocks)) for head in (None, *range(decoder.heads))]
 
 
-def caption_details(model: CaptioningModule, image: Image.Image, words: Sequence[str]) -> dict:
-    """What caption.json holds for this model beyond the words and their maps: a Transformer's "heads", every layer's
-    and head's map per word ([word][layer][head][location], `every_head`); nothing for Show-Attend-Tell."""
-    heads = every_head(model, image, words)
+def caption_details(heads: Tensor | None) -> dict:
+    """What caption.json holds beyond the words and their maps: for a Transformer, `every_head`'s maps as "heads"
+    ([word][layer][head][location]); nothing for Show-Attend-Tell (None)."""
     return {} if heads is None else {"heads": heads.tolist()}
 
 

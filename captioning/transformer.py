@@ -46,14 +46,17 @@ def sinusoidal_positions(length: int, dim: int) -> Tensor:
     return table
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout: float = 0.0
+) -> tuple[Tensor, Tensor]:
     """softmax(Q K^T / sqrt(d_k)) V for q (..., T, d_k), k and v (..., S, d_k); `mask` (T, S) True where a query
-    may look. -> (output (..., T, d_k), weights (..., T, S))."""
+    may look; `dropout` drops weights before V is read (in training). -> (output (..., T, d_k), the weights
+    (..., T, S) before dropout)."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., T, S)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
-    return weights @ v, weights
+    return F.dropout(weights, dropout, training=dropout > 0) @ v, weights
 
 
 def split_heads(x: Tensor, heads: int) -> Tensor:
@@ -88,8 +91,7 @@ class SelfAttention(nn.Module):
         if self.fused:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=causal, dropout_p=dropout)
         else:
-            out, weights = attention(q, k, v, causal)
-            out = F.dropout(weights, dropout, self.training) @ v if dropout else out
+            out, _ = attention(q, k, v, causal, dropout)
         return self.out(merge_heads(out)), (k, v)
 
 
@@ -105,7 +107,7 @@ class CrossAttention(nn.Module):
         self.q = nn.Linear(model_dim, model_dim)
         self.kv = nn.Linear(model_dim, 2 * model_dim)
         self.out = nn.Linear(model_dim, model_dim)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = dropout
 
     def keys_values(self, cells: Tensor) -> tuple[Tensor, Tensor]:
         """Grid cells (B, L, model_dim) -> keys, values (B, heads, L, d_k)."""
@@ -117,8 +119,7 @@ class CrossAttention(nn.Module):
         b, h, cells, _ = k.shape
         q = split_heads(self.q(x), h)  # (N, h, T, d_k)
         grouped = q.view(b, n // b, h, t, -1).transpose(1, 2).reshape(b, h, n // b * t, -1)  # (B, h, K*T, d_k)
-        out, weights = attention(grouped, k, v)  # (B, h, K*T, d_k), (B, h, K*T, L)
-        out = self.dropout(weights) @ v if self.training else out
+        out, weights = attention(grouped, k, v, dropout=self.dropout if self.training else 0.0)  # (B, h, K*T, ·)
         out = out.view(b, h, n // b, t, -1).transpose(1, 2).reshape(n, h, t, -1)  # (N, h, T, d_k)
         weights = weights.view(b, h, n // b, t, cells).transpose(1, 2).reshape(n, h, t, cells)  # (N, h, T, L)
         return self.out(merge_heads(out)), weights
