@@ -101,6 +101,14 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def measured_models(args: argparse.Namespace) -> list[dict]:
+    """`measure` of every checkpoint; one that cannot be read as a captioning model ends the run in one line."""
+    try:
+        return [measure(path, args) for path in args.models]
+    except ValueError as error:  # CheckpointError: not a checkpoint, or not a captioning one
+        raise SystemExit(f"error: {error}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_arguments(argv)
     match_threads_to_cpus()
@@ -109,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "batch_size": args.batch_size,
         "words": args.words,
         "images": args.images,
-        "models": [measure(path, args) for path in args.models],
+        "models": measured_models(args),
         "threads": torch.get_num_threads(),
         "cpu": cpu_info(),
     }

@@ -27,14 +27,16 @@ from data.boxes import read_boxes
 
 def map_grounding(*, images: Path, boxes: Path, model: str, beam_size: int = 3, words: Path = DEFAULT_WORDS) -> dict:
     """The grounding measures of every layer's and head's maps (see the module docstring)."""
+    if not Path(images).is_dir():
+        raise FileNotFoundError(f"--images {images} is not a folder (the folder of the photos the boxes file names)")
+    object_words, photos, skipped = ObjectWords.read(words), read_boxes(boxes), []
     captioner = load_captioner(model)
     decoder = captioner.model.decoder
     if not isinstance(decoder, TransformerDecoder):
-        raise ValueError(f"{model} has a {type(decoder).__name__} decoder: this benchmark compares a Transformer's heads")
+        raise ValueError(f"{model} has a {type(decoder).__name__} decoder: this benchmark compares a Transformer's")
     choices = head_choices(captioner.model)
     grid = tuple(captioner.model.encoder.grid_shape)
     reports = {choice: GroundingReport(model=model, grid=grid, beam_size=beam_size) for choice in choices}
-    object_words, photos, skipped = ObjectWords.read(words), read_boxes(boxes), []
     read = [(photo, image) for photo in photos if (image := read_photo(Path(images), photo, skipped)) is not None]
     if not read:
         raise FileNotFoundError(f"no photo of {boxes} could be read from {images}: " + "; ".join(skipped[:3]))
@@ -50,9 +52,10 @@ def map_grounding(*, images: Path, boxes: Path, model: str, beam_size: int = 3, 
                 chosen = choice.of(every)  # (n, L)
                 for mention in mentions:
                     report.pairs.append(score_pair(chosen[mention.position].reshape(grid), photo, mention))
-    first = reports[choices[0]].means()
+    means = {choice: report.means() for choice, report in reports.items()}
+    first = means[choices[0]]
     maps = [
-        {"layer": c.layer, "head": c.head, **{key: reports[c].means()[key] for key in ("mass", "pointing", "entropy")}}
+        {"layer": c.layer, "head": c.head, **{key: means[c][key] for key in ("mass", "pointing", "entropy")}}
         for c in choices
     ]
     return {
@@ -69,14 +72,17 @@ def map_grounding(*, images: Path, boxes: Path, model: str, beam_size: int = 3, 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--images", type=Path, required=True, help="the folder of the photos the boxes file names")
-    parser.add_argument("--boxes", type=Path, required=True, help="the boxes JSON (coco-boxes layout or COCO instances)")
+    parser.add_argument("--boxes", type=Path, required=True, help="the boxes JSON (coco-boxes or COCO instances)")
     parser.add_argument("--model", required=True, help="a Transformer captioning checkpoint, or a bundled model's name")
     parser.add_argument("--beam-size", type=int, default=3, help="beam width of the captions (default 3, the app's)")
     parser.add_argument("--words", type=Path, default=DEFAULT_WORDS, help="the word list linking words to box classes")
     args = parser.parse_args(argv)
-    result = map_grounding(
-        images=args.images, boxes=args.boxes, model=args.model, beam_size=args.beam_size, words=args.words
-    )
+    try:
+        result = map_grounding(
+            images=args.images, boxes=args.boxes, model=args.model, beam_size=args.beam_size, words=args.words
+        )
+    except (FileNotFoundError, ValueError) as error:  # a bad path, boxes file, word list or checkpoint: one line
+        raise SystemExit(f"error: {error}") from None
     print(json.dumps(result))
 
 
