@@ -11,10 +11,10 @@ moment later: it is written after the page has them) a zip of the export folder
 "Ask": a photo, a VQA model and a question -> the top answers (as words: "tissue roll", not DAQUAR's label
 `tissue_roll`) with their probabilities and one overlay per attention hop (`vqa.export.export_answer`), titled
 the same way; its examples pick the model they were made for along with the picture and the question.
-"Compare": a photo and, optionally, a caption to follow -> for each of the six attention score functions
-(`core.attention`), its small ShapesWorld model's caption and word overlays side by side; with a caption to follow
-every model is teacher-forced on it (`captioning.export.follow_caption`), so the six rows of maps line up word by
-word. Every
+"Compare": a group of models, a photo and, optionally, a caption to follow -> each model's caption and word overlays
+side by side: the six small ShapesWorld models, one per attention score function (`core.attention`), or the two
+Flickr8k decoders, Show-Attend-Tell and the Transformer (`COMPARE_GROUPS`); with a caption to follow every model is
+teacher-forced on it (`captioning.export.follow_caption`), so the rows of maps line up word by word. Every
 overlay is drawn on one fixed scale (`core.overlays.FixedScale`), which a legend under each gallery explains.
 The default models are the bundled ones (`captioning.bundled`, `vqa.bundled`): captioning trained on Flickr8k
 photos and on ShapesWorld scenes, VQA on DAQUAR's indoor photos and on ShapesWorld; any checkpoint of the
@@ -64,7 +64,7 @@ import skimage.data
 import torch
 from PIL import Image
 
-from captioning.bundled import CAPTION_CHECKPOINTS, COMPARE_CHECKPOINTS
+from captioning.bundled import CAPTION_CHECKPOINTS, COMPARE_CHECKPOINTS, DECODER_CHECKPOINTS
 from captioning.export import (
     CaptionOverlays,
     HeadChoice,
@@ -139,6 +139,36 @@ UPLOAD_PROBLEMS = {
 UPLOAD_PROBLEM = "{name} could not be read: upload it again, or another picture."  # any other kind of problem
 
 log = logging.getLogger("demo")
+
+
+@dataclass(frozen=True)
+class CompareGroup:
+    """Captioning models the Compare tab sets side by side: its title (the tab's choice), what the page says about
+    them (Markdown), and their checkpoints by the name each row shows, in order."""
+
+    title: str
+    about: str
+    checkpoints: Mapping[str, Path]
+
+
+COMPARE_GROUPS = (
+    CompareGroup(
+        "six score functions (ShapesWorld)",
+        "The same small ShapesWorld captioning model trained six times, once with each way of scoring attention "
+        "(`core.attention`): **additive** v^T tanh(W_h h + W_s s), **dot** s^T h, **scaled dot** s^T h / sqrt(n), "
+        "**general** s^T W h, **cosine** cos(s, h), and **location-based** W s, which never reads the image.",
+        COMPARE_CHECKPOINTS,
+    ),
+    CompareGroup(
+        "two decoders (Flickr8k photos)",
+        "The same EfficientNet-Lite0 grid, data and vocabulary, read by two decoders: **Show-Attend-Tell**, an LSTM "
+        "whose state scores each cell additively, one map per word; and a **Transformer**, whose words attend to "
+        "the cells through scaled dot-product cross-attention, softmax(QK^T / sqrt(d_k)) V, drawn here as its second "
+        "layer's map averaged over its heads, the layer that points best (the Caption tab shows any layer and head).",
+        DECODER_CHECKPOINTS,
+    ),
+)
+"""The Compare tab's choices, the first shown first; `build_app(compare_groups=...)` takes others."""
 
 
 Upload = Mapping[str, Any] | None  # an image component's raw value: {"path", "orig_name", ...}, or None
@@ -273,6 +303,15 @@ def beam_width(value: Any) -> int:
     return int(value)
 
 
+def loaded_once(loaded: dict[Path, CaptioningModule], path: Path) -> CaptioningModule:
+    """The captioning model in `path`, loaded unless `loaded` (by resolved path) has it already, and kept there:
+    the Compare tab shares the Caption tab's models (inference only, so one copy serves both)."""
+    key = Path(path).resolve()
+    if key not in loaded:
+        loaded[key] = CaptioningModule.load(path, map_location="cpu")
+    return loaded[key]
+
+
 def chosen(models: Mapping[str, Any], name: Any) -> Any:
     """The model the radio button named, checked here because API callers can send anything."""
     model = models.get(name) if isinstance(name, str) else None
@@ -378,7 +417,7 @@ def caption_gallery(drawn: CaptionOverlays, words: Sequence[str], folder: Path) 
 class Handlers:
     """What the tabs do, with the models loaded once and a folder for the files each request writes.
 
-    `comparers` are the Compare tab's models, by the name it shows (one per score function).
+    `comparers` are the Compare tab's models: by group title (`CompareGroup`), then by the name each row shows.
 
     `examples` are the Ask tab's example rows: a model's first example question is what a user who asks it
     nothing is told to try (a model without one gets `vqa.questions.example_question`'s suggestion).
@@ -391,11 +430,12 @@ class Handlers:
         work_dir: Path,
         *,
         examples: Sequence[Example] = (),
-        comparers: Mapping[str, CaptioningModule] | None = None,
+        comparers: Mapping[str, Mapping[str, CaptioningModule]] | None = None,
     ) -> None:
         self.captioners = dict(captioners)
         self.answerers = dict(answerers)
-        self.comparers = dict(comparers or {})
+        self.comparers = {title: dict(models) for title, models in (comparers or {}).items()}
+        self.compare_rows = max(map(len, self.comparers.values()), default=0)  # the tab's rows, for the largest group
         self.exports = work_dir / "exports"
         self.suggested = {name: example_question(model.question_vocabulary) for name, model in self.answerers.items()}
         for _, name, question in reversed(examples):  # reversed: a model's first example is kept
@@ -455,30 +495,44 @@ class Handlers:
         archive = zip_folder(folder, folder.parent / f"{folder.name}_attention.zip")
         return {answer_words(answer): probability for answer, probability in record["answers"]}, hops, str(archive)
 
-    def compare(self, upload: Upload, follow: str | None) -> list[str | Gallery]:
-        """Caption the photo with every model of the Compare tab -> [caption, [(overlay path, word)]] per model, in
-        the models' order, flattened. With a caption to `follow` (not blank) every model is teacher-forced on it
-        instead, so the maps of the same word sit in the same column for every model."""
+    def compare(self, upload: Upload, follow: str | None, group: Any = None) -> list[str | Gallery]:
+        """Caption the photo with every model of a Compare group (its title; None for the first) -> [caption,
+        [(overlay path, word)]] per row of the tab, flattened: the group's models in order, then ("", []) for the
+        rows it leaves empty. With a caption to `follow` (not blank) every model is teacher-forced on it instead,
+        so the maps of the same word sit in the same column for every model."""
         if not self.comparers:
             raise refusal("This app was started without models to compare.")
+        title = next(iter(self.comparers)) if group is None else group
+        models = self.comparers.get(title) if isinstance(title, str) else None  # API callers can send anything
+        if models is None:
+            raise refusal(f"Unknown group {group!r}: choose one of {', '.join(map(repr, self.comparers))}.")
         image, name = uploaded_image(upload)
         follow = follow.strip() if isinstance(follow, str) else ""
         folder = fresh_folder(self.exports) / safe_stem(name)
         outputs: list[str | Gallery] = []
-        for number, model in enumerate(self.comparers.values(), start=1):
+        for number, model in enumerate(models.values(), start=1):
             try:
                 words, weights = follow_caption(model, image, follow) if follow else generate_caption(model, image)
             except UnknownWordsError as error:
-                unknown = ", ".join(map(repr, error.words))
-                raise refusal(
-                    f"The caption to follow has words the models do not know: {unknown}. Write it with theirs: "
-                    f"{error.known}."
-                ) from None
+                raise refusal(unknown_words_message(error)) from None
             except ValueError as error:  # no word at all, or more than a caption to follow may have
                 raise refusal(f"{str(error)[0].upper()}{str(error)[1:]}.") from None
             drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_shape)
             outputs += caption_gallery(drawn, words, folder.with_name(f"{folder.name}.model_{number}"))
-        return outputs
+        return outputs + ["", []] * (self.compare_rows - len(models))
+
+
+MAX_LISTED_WORDS = 60  # a vocabulary this small is listed whole when a caption to follow leaves it
+
+
+def unknown_words_message(error: UnknownWordsError) -> str:
+    """What a person is told when the caption to follow has words the models lack: those words, then the
+    vocabulary itself when it is short enough to read (ShapesWorld's), its size otherwise (Flickr8k's)."""
+    unknown = f"The caption to follow has words the models do not know: {', '.join(map(repr, error.words))}."
+    if len(error.vocabulary) <= MAX_LISTED_WORDS:
+        return f"{unknown} Write it with theirs: {error.known}."
+    size = len(error.vocabulary)
+    return f"{unknown} They know the {size} words frequent in their training captions: write it with everyday words."
 
 
 # -- the app ---------------------------------------------------------------------------------------------------
@@ -488,7 +542,7 @@ def build_app(
     *,
     caption_checkpoints: Mapping[str, Path],
     vqa_checkpoints: Mapping[str, Path],
-    compare_checkpoints: Mapping[str, Path] = COMPARE_CHECKPOINTS,
+    compare_groups: Sequence[CompareGroup] = COMPARE_GROUPS,
     work_dir: Path = WORK_DIR,
     max_queue: int = DEFAULT_MAX_QUEUE,
 ) -> gr.Blocks:
@@ -499,9 +553,9 @@ def build_app(
             is chosen at first.
         vqa_checkpoints: VQA checkpoints by the name the "Ask" tab's model choice shows; the first is chosen at
             first.
-        compare_checkpoints: the "Compare" tab's captioning checkpoints by the name it shows, side by side in this
-            order (by default the six bundled ShapesWorld models, one per attention score function); empty for
-            no Compare tab.
+        compare_groups: the "Compare" tab's choices of captioning models to set side by side (by default the six
+            bundled ShapesWorld models, one per attention score function, then the two Flickr8k decoders); empty
+            for no Compare tab. A checkpoint that another tab or group also names is loaded once.
         work_dir: where the example pictures and each request's files are written (by default WORK_DIR,
             deleted at exit).
         max_queue: requests that may wait, all tabs together; a request beyond them is refused at once with
@@ -513,7 +567,11 @@ def build_app(
     if max_queue < 1:
         raise ValueError(f"max_queue must be at least 1, got {max_queue}")
     captioners, answerers = load_models(caption_checkpoints, vqa_checkpoints)
-    comparers = {name: CaptioningModule.load(path, map_location="cpu") for name, path in compare_checkpoints.items()}
+    loaded = {Path(path).resolve(): captioners[name] for name, path in caption_checkpoints.items()}
+    comparers = {
+        group.title: {name: loaded_once(loaded, path) for name, path in group.checkpoints.items()}
+        for group in compare_groups
+    }
     questions = question_examples(vqa_checkpoints)
     handlers = Handlers(captioners, answerers, work_dir, examples=questions, comparers=comparers)
     examples = write_examples(work_dir / "examples")
@@ -532,7 +590,7 @@ def build_app(
             _ask_tab(handlers, examples, questions)
         if comparers:
             with gr.Tab("Compare"):
-                _compare_tab(handlers, examples)
+                _compare_tab(handlers, examples, {group.title: group.about for group in compare_groups})
     return app.queue(max_size=max_queue)
 
 
@@ -633,13 +691,15 @@ def _ask_tab(handlers: Handlers, examples: Mapping[str, Path], questions: Sequen
     )
 
 
-def _compare_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
-    gr.Markdown(
-        "The same small ShapesWorld captioning model trained six times, once with each way of scoring attention "
-        "(`core.attention`): **additive** v^T tanh(W_h h + W_s s), **dot** s^T h, **scaled dot** s^T h / sqrt(n), "
-        "**general** s^T W h, **cosine** cos(s, h), and **location-based** W s, which never reads the image. "
-        "Give a caption to follow and every model is made to say it, so each column of maps is the same word."
-    )
+FOLLOW_NOTE = "Give a caption to follow and every model is made to say it, so each column of maps is the same word."
+
+
+def _compare_tab(handlers: Handlers, examples: Mapping[str, Path], abouts: Mapping[str, str]) -> None:
+    """The models of one group (`CompareGroup`, picked above the photo) side by side, a row each: the tab has as
+    many rows as the largest group, and picking a group names its rows and hides those it leaves empty."""
+    titles = list(handlers.comparers)
+    group = gr.Radio(titles, value=titles[0], label="Compare", elem_id="compare-group")
+    about = gr.Markdown(f"{abouts.get(titles[0], '')} {FOLLOW_NOTE}")
     with gr.Row():
         image = photo_input(elem_id="compare-image")
         with gr.Column():
@@ -651,19 +711,41 @@ def _compare_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
             )
             button = gr.Button("Compare", variant="primary")
             gr.Markdown(scale_legend(), elem_id="compare-legend")
-    outputs: list[gr.components.Component] = []
-    names = list(handlers.comparers)
-    for row in range(0, len(names), 2):
+    def names_of(title: str) -> list[str]:
+        """The name each row shows for a group: its models', then "" for the rows it leaves empty (hidden)."""
+        names = list(chosen(handlers.comparers, title))
+        return names + [""] * (handlers.compare_rows - len(names))
+
+    def gallery_label(name: str) -> str:
+        return f"{name}: where it looked, word by word"
+
+    columns: list[gr.Column] = []
+    outputs: list[gr.components.Component] = []  # (caption, gallery) per row, flattened, as `compare` answers
+    first = names_of(titles[0])
+    for row in range(0, handlers.compare_rows, 2):
         with gr.Row():
-            for number, name in enumerate(names[row : row + 2], start=row + 1):
-                with gr.Column():
+            for number, name in enumerate(first[row : row + 2], start=row + 1):
+                with gr.Column(visible=bool(name)) as column:
                     outputs.append(gr.Textbox(label=name, interactive=False, elem_id=f"compare-caption-{number}"))
-                    label = f"{name}: where it looked, word by word"
-                    outputs.append(overlay_gallery(label, columns=4, elem_id=f"compare-gallery-{number}"))
+                    outputs.append(overlay_gallery(gallery_label(name), columns=4, elem_id=f"compare-gallery-{number}"))
+                columns.append(column)
+
+    def rows_of(title: str) -> list[Any]:
+        """The page for another group: its description, its rows shown and named after its models and emptied."""
+        names = names_of(title)
+        shown = [gr.Column(visible=bool(name)) for name in names]
+        emptied = [
+            component
+            for name in names
+            for component in (gr.Textbox(label=name, value=""), gr.Gallery(label=gallery_label(name), value=None))
+        ]
+        return [gr.Markdown(f"{abouts.get(title, '')} {FOLLOW_NOTE}"), *shown, *emptied]
+
     scenes = [f"scene_{i}" for i in SCENE_EXAMPLES]
-    gr.Examples([[str(examples[name])] for name in scenes + list(PHOTO_EXAMPLES[:1])], inputs=[image])
+    gr.Examples([[str(examples[name])] for name in scenes + list(PHOTO_EXAMPLES)], inputs=[image])
     triggers = [button.click, follow.submit]
-    gr.on(triggers, handlers.compare, [image, follow], outputs, api_name="compare", preprocess=False)
+    gr.on(triggers, handlers.compare, [image, follow, group], outputs, api_name="compare", preprocess=False)
+    group.change(rows_of, group, [about, *columns, *outputs], api_name=False)
 
 
 class DiskBound:

@@ -96,10 +96,8 @@ def panel(
     return rows
 
 
-def figure(out: Path) -> Path:
-    models, scale = load_models(), FixedScale()
-    scene = render_scene(generate_split_scene(0, "test", SCENE), 224)
-    rows = panel(scene, SCENE_CAPTION, models, scale) + panel(photo(), PHOTO_CAPTION, models, scale)
+def save_sheet(rows: Sequence[Image.Image], scale: FixedScale, out: Path) -> Path:
+    """The rows one above the other, the colour bar of `scale` under them, saved as the PNG `out`."""
     width = max(row.width for row in rows)
     bar = colour_bar(scale, width)
     sheet = Image.new("RGB", (width, sum(row.height for row in rows) + bar.height), "white")
@@ -111,6 +109,13 @@ def figure(out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     sheet.save(out, optimize=True)
     return out
+
+
+def figure(out: Path) -> Path:
+    models, scale = load_models(), FixedScale()
+    scene = render_scene(generate_split_scene(0, "test", SCENE), 224)
+    rows = panel(scene, SCENE_CAPTION, models, scale) + panel(photo(), PHOTO_CAPTION, models, scale)
+    return save_sheet(rows, scale, out)
 
 
 # -- spread ------------------------------------------------------------------------------------------------------

@@ -159,7 +159,8 @@ class UnknownWordsError(ValueError):
 
     def __init__(self, words: Sequence[str], vocabulary: Sequence[str]) -> None:
         self.words = list(words)
-        self.known = ", ".join(vocabulary)  # the words it does know, in vocabulary order
+        self.vocabulary = list(vocabulary)  # the words it does know, in vocabulary order
+        self.known = ", ".join(self.vocabulary)
         super().__init__(
             f"the model does not know {', '.join(map(repr, self.words))}: write the caption with its words ({self.known})"
         )

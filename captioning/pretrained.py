@@ -5,6 +5,7 @@
     captioner = Captioner.from_pretrained("flickr8k-soft")     # or Captioner.from_checkpoint("runs/.../best.ckpt")
     result = captioner.caption("coffee.png", beam_size=3)       # a path, a PIL image, or a list of either
     result.text, result.words, result.attention                 # attention: (len(words), rows, columns)
+    result.heads                       # a Transformer's every layer and head: (len(words), layers, heads, L)
     result.save("overlays/coffee")                              # what `python -m captioning.export` writes
 
 A list of photos is captioned in batches (the encoder and the beam search each take a batch at a time), which is
@@ -24,7 +25,7 @@ from PIL import Image
 from torch import Tensor
 
 from captioning.bundled import MODELS, SCORE_MODELS
-from captioning.export import CaptionOverlays
+from captioning.export import CaptionOverlays, caption_details, every_head
 from captioning.module import CaptioningModule
 from core.overlays import DisplayScale, FixedScale
 from core.pretrained import ImageInput, PretrainedModel, as_photo, find_model
@@ -43,6 +44,9 @@ class Caption:
     attention: Tensor  # (len(words), rows, columns) float32; each word's map sums to 1
     source: str  # the photo's path, or "" for a PIL image: what caption.json calls it
     given: Image.Image | None = field(default=None, repr=False)  # the PIL image given (as RGB), None for a path
+    # a Transformer's every layer's and head's map of each word, (len(words), layers, heads, L), what caption.json
+    # holds as "heads" (`captioning.export.every_head`); None for Show-Attend-Tell, which has one map per word
+    heads: Tensor | None = field(default=None, repr=False)
 
     @property
     def text(self) -> str:
@@ -58,7 +62,7 @@ class Caption:
         """Write the files `python -m captioning.export` writes for one photo (an overlay per word, grid.png,
         attention.gif, caption.json) into folder, created when missing, drawn on `scale` (as `overlays`).
         Returns the caption.json record."""
-        return self._drawn(scale).write(Path(folder), source=self.source)
+        return self._drawn(scale).write(Path(folder), source=self.source, details=caption_details(self.heads))
 
     def photo(self) -> Image.Image:
         """The photo as RGB at its own size: the PIL image given, or the file read again."""
@@ -148,6 +152,7 @@ class Captioner:
             words, rows = model.caption_words(tokens, weights)  # rows (n_words, L)
             attention = rows.float().cpu().reshape(len(words), *grid)
             given = None if source else picture
-            results.append(Caption(words=words, attention=attention, source=source, given=given))
+            heads = every_head(model, picture, words)  # None but for a Transformer
+            results.append(Caption(words=words, attention=attention, source=source, given=given, heads=heads))
         return results
 

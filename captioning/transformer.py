@@ -214,6 +214,12 @@ class TransformerDecoder(CaptionDecoder):
         super().__init__()
         if model_dim % heads:
             raise ValueError(f"model_dim {model_dim} does not split into {heads} heads: make it a multiple of heads")
+        if not -layers <= map_layer < layers:
+            raise ValueError(
+                f"map_layer {map_layer} names no layer of {layers}: give one from {-layers} to {layers - 1}"
+            )
+        if map_head is not None and not 0 <= map_head < heads:
+            raise ValueError(f"map_head {map_head} names no head of {heads}: give one from 0 to {heads - 1}, or none")
         self.vocab_size, self.heads, self.max_length = vocab_size, heads, max_length
         self.map_layer, self.map_head = map_layer, map_head
         self.embedding = nn.Embedding(vocab_size, model_dim)

@@ -45,11 +45,17 @@ class Setting:
     """A hyper-parameter that a task's compact copies may change, given on the command line as `--name-with-dashes`.
 
     `parse` turns the option's text into the value and raises ValueError (or argparse.ArgumentTypeError, whose
-    message is shown) for a value the model cannot take."""
+    message is shown) for a value the model cannot take. `key` is where it lives in the hyper-parameters when that
+    is not `name` at the top: a dotted path into a component's recorded arguments ("decoder.init_args.map_layer")."""
 
     name: str
     parse: Callable[[str], Any]
     help: str
+    key: str = ""
+
+    @property
+    def hyper_parameter(self) -> str:
+        return self.key or self.name
 
     @property
     def option(self) -> str:
@@ -104,20 +110,38 @@ def bundle(
     Args:
         model_class: the LightningModule class the checkpoint is of (`CaptioningModule`, `VqaModule`); a
             checkpoint of another class is refused by its `load`.
-        changes: hyper-parameters to give other values in the copy (a task's `Setting`s); each must be one the
-            checkpoint has.
+        changes: hyper-parameters to give other values in the copy (a task's `Setting`s), by name or by dotted
+            path into a component's arguments ("decoder.init_args.map_layer"); each must be one the checkpoint has.
     """
     checkpoint = read_checkpoint(source)
     model = model_class.load(source)  # refuses a file that is not a checkpoint of ours, and tells us the encoder's state
     compact = compact_checkpoint(checkpoint, encoder_frozen=model.encoder.frozen)
-    if changes:
-        unknown = sorted(set(changes) - set(compact["hyper_parameters"]))
-        if unknown:
-            raise ValueError(f"{source} has no hyper-parameter {', '.join(unknown)} to change")
-        compact["hyper_parameters"] = {**compact["hyper_parameters"], **changes}
+    for key, value in (changes or {}).items():
+        compact["hyper_parameters"] = changed(compact["hyper_parameters"], key, value, source)
     write_checkpoint(compact, target)
-    model_class.load(target)
+    try:
+        model_class.load(target)
+    except Exception:
+        target.unlink()  # a copy that does not load (a setting the model cannot take) is not left behind
+        raise
     return compact
+
+
+def changed(hyper_parameters: dict[str, Any], key: str, value: Any, source: Path) -> dict[str, Any]:
+    """A copy of the hyper-parameters with the one at `key` (a name, or a dotted path into nested dictionaries) set
+    to value; the checkpoint `source` must have it."""
+    *outer, last = key.split(".")
+    copy = dict(hyper_parameters)
+    level = copy
+    for name in outer:  # copied level by level, so the checkpoint's own dictionaries are left as they are
+        if not isinstance(level.get(name), dict):
+            raise ValueError(f"{source} has no hyper-parameter {key} to change")
+        level[name] = dict(level[name])
+        level = level[name]
+    if last not in level:
+        raise ValueError(f"{source} has no hyper-parameter {key} to change")
+    level[last] = value
+    return copy
 
 
 def parse_arguments(argv: Sequence[str] | None, prog: str, settings: Sequence[Setting]) -> argparse.Namespace:
@@ -139,7 +163,7 @@ def main(
     task's `settings` as options."""
     args = parse_arguments(argv, prog, settings)
     try:
-        given = {s.name: getattr(args, s.name) for s in settings if getattr(args, s.name) is not None}
+        given = {s.hyper_parameter: getattr(args, s.name) for s in settings if getattr(args, s.name) is not None}
         compact = bundle(args.source, args.target, model_class=model_class, changes=given)
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)

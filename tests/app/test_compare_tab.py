@@ -1,7 +1,8 @@
-"""The app's Compare tab as an API client and a person use it: one photo, the six bundled ShapesWorld models (one per
-attention score function) side by side, each with its caption and its word maps; with a caption to follow, every
-model teacher-forced on it. Served on a free 127.0.0.1 port in this process, driven through gradio_client and
-through a real headless Chromium, as the other tabs are (tests/app/test_demo.py).
+"""The app's Compare tab as an API client and a person use it: one photo, a group of models side by side (the six
+bundled ShapesWorld models, one per attention score function; or the two Flickr8k decoders, Show-Attend-Tell and the
+Transformer), each with its caption and its word maps; with a caption to follow, every model teacher-forced on it.
+Served on a free 127.0.0.1 port in this process, driven through gradio_client and through a real headless Chromium,
+as the other tabs are (tests/app/test_demo.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from gradio_client.exceptions import AppError
 from PIL import Image
 
 import demo
-from captioning.bundled import COMPARE_CHECKPOINTS, SHAPES_SOFT
+from captioning.bundled import COMPARE_CHECKPOINTS, DECODER_CHECKPOINTS, SHAPES_SOFT
 from captioning.export import follow_caption, generate_caption
 from captioning.module import CaptioningModule
 from core.overlays import heat_maps, overlay
@@ -79,11 +80,16 @@ def client(served) -> Client:
     return Client(served, verbose=False, download_files=GRADIO_DOWNLOADS)
 
 
-def compare(client: Client, path: Path | None, follow: str = "") -> list[tuple[str, list[dict]]]:
-    """The Compare tab's answer as (caption, gallery) per model, in the tab's order."""
+SCORES, DECODERS = (group.title for group in demo.COMPARE_GROUPS)
+
+
+def compare(client: Client, path: Path | None, follow: str = "", *group: str) -> list[tuple[str, list[dict]]]:
+    """The Compare tab's answer as (caption, gallery) per row, in the tab's order; `group` names the group (none: the
+    call an older client makes, with two values)."""
     flat = client.predict(
         handle_file(str(path)) if path is not None else None,
         follow,
+        *group,
         api_name="/compare",
     )
     return list(zip(flat[0::2], flat[1::2]))
@@ -95,7 +101,7 @@ def as_the_app_works_on(path: Path) -> Image.Image:
     return image
 
 
-def test_the_app_has_a_compare_tab_with_the_six_score_functions_by_default(tmp_path):
+def test_the_app_has_a_compare_tab_with_the_six_score_functions_first_then_the_two_decoders(tmp_path):
     app = demo.build_app(
         caption_checkpoints={"ShapesWorld soft": SHAPES_SOFT},
         vqa_checkpoints={"ShapesWorld": SHAPES_SAN},
@@ -112,10 +118,15 @@ def test_the_app_has_a_compare_tab_with_the_six_score_functions_by_default(tmp_p
         "cosine (content-based)",
         "location-based",
     ]
+    assert [group.checkpoints for group in demo.COMPARE_GROUPS] == [COMPARE_CHECKPOINTS, DECODER_CHECKPOINTS]
+    assert [type(CaptioningModule.load(path).decoder).__name__ for path in DECODER_CHECKPOINTS.values()] == [
+        "ShowAttendTell",
+        "TransformerDecoder",
+    ]
     without = demo.build_app(
         caption_checkpoints={"ShapesWorld soft": SHAPES_SOFT},
         vqa_checkpoints={"ShapesWorld": SHAPES_SAN},
-        compare_checkpoints={},
+        compare_groups=(),
         work_dir=tmp_path / "without",
     )
     assert "compare" not in {fn.api_name for fn in without.fns.values()}
@@ -148,6 +159,34 @@ def test_a_caption_to_follow_lines_the_six_rows_of_maps_up_word_by_word(client, 
         _, weights = follow_caption(model, image, FOLLOWED)
         titles = [concentration_title(word, row) for word, row in zip(FOLLOWED.split(), weights)]
         assert [item["caption"] for item in gallery] == titles, name
+
+
+def test_the_two_decoders_caption_a_photo_side_by_side_and_the_other_rows_stay_empty(client, pictures):
+    """The decoders group: Show-Attend-Tell's and the Transformer's captions and maps of one photo, each what
+    `generate_caption` gives (the Transformer's map: its own, the last layer's mean); the four rows the group leaves
+    are empty. An older client's call, with two values, still gets the first group."""
+    decoders = {name: CaptioningModule.load(path, map_location="cpu") for name, path in DECODER_CHECKPOINTS.items()}
+    answered = compare(client, pictures["coffee.jpg"], "", DECODERS)
+    assert len(answered) == 6 and answered[2:] == [("", [])] * 4
+    image = as_the_app_works_on(pictures["coffee.jpg"])
+    for (text, gallery), (name, model) in zip(answered, decoders.items()):
+        words, weights = generate_caption(model, image)
+        assert text == " ".join(words) and words, name
+        assert [item["caption"] for item in gallery] == [concentration_title(w, row) for w, row in zip(words, weights)]
+    assert answered[0][0] != answered[1][0]  # two models, not one shown twice
+    assert all(text for text, _ in compare(client, pictures["scene.png"]))  # two values: the six score functions
+
+
+def test_the_decoders_follow_one_caption_and_an_unknown_word_or_group_is_refused(client, pictures):
+    followed = compare(client, pictures["coffee.jpg"], "A dog runs on the grass.", DECODERS)
+    assert [text for text, _ in followed[:2]] == ["a dog runs on the grass"] * 2
+    assert [len(gallery) for _, gallery in followed[:2]] == [6, 6]
+    # a vocabulary of thousands of words is not listed in the message, only counted
+    with pytest.raises(AppError, match=r"do not know: 'zqxj'\. They know the \d+ words frequent in their training"):
+        compare(client, pictures["coffee.jpg"], "a zqxj on the grass", DECODERS)
+    with pytest.raises(AppError, match="Unknown group 'transformers': choose one of"):
+        compare(client, pictures["coffee.jpg"], "", "transformers")
+    assert compare(client, pictures["coffee.jpg"], "", DECODERS)[0][0]  # and the app goes on
 
 
 @pytest.mark.parametrize(
@@ -211,6 +250,20 @@ def test_a_person_compares_the_six_score_functions_in_a_real_browser(browser, se
         assert (
             "1 = uniform attention" in page.locator("#compare-legend").inner_text()
         )  # the scale is explained here too
+        # the two decoders: the rows are renamed and emptied, the four they leave hidden; then one photo, two captions
+        page.get_by_label(DECODERS).check()
+        page.locator("#compare-caption-3").wait_for(state="hidden", timeout=30_000)
+        assert all(not page.locator(f"#compare-caption-{n}").is_visible() for n in range(3, 7))
+        assert page.locator("#compare-caption-1 textarea").input_value() == ""
+        assert "Show-Attend-Tell" in page.locator("#compare-caption-1").inner_text()
+        assert "Transformer" in page.locator("#compare-caption-2").inner_text()
+        page.locator("#compare-image input[type=file]").set_input_files(str(pictures["coffee.jpg"]))
+        page.locator("#compare-follow textarea, #compare-follow input").first.fill("")
+        page.get_by_role("button", name="Compare", exact=True).click()
+        for number in (1, 2):
+            box = page.locator(f"#compare-caption-{number} textarea")
+            page.wait_for_function("el => el.value.trim().length > 0", arg=box.element_handle(), timeout=60_000)
+            page.locator(f"#compare-gallery-{number} img").first.wait_for(timeout=30_000)
     finally:
         page.close()
     assert outside == []

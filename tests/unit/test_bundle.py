@@ -11,7 +11,13 @@ import torch
 from PIL import Image
 
 from captioning.bundle import DECODING
-from captioning.bundled import CAPTION_CHECKPOINTS, COMPARE_CHECKPOINTS, FLICKR8K_SOFT, SHAPES_SOFT
+from captioning.bundled import (
+    CAPTION_CHECKPOINTS,
+    COMPARE_CHECKPOINTS,
+    FLICKR8K_SOFT,
+    FLICKR8K_TRANSFORMER,
+    SHAPES_SOFT,
+)
 from captioning.module import CaptioningModule
 from core import bundle as core_bundle
 from core.checkpoints import ENCODER_FROM_PACKAGE, ENCODER_WEIGHTS, read_checkpoint
@@ -25,6 +31,7 @@ MAX_COMPARE_BYTES = 2 * 10**6  # each of the Compare tab's six models at most 2 
 SPECIALS = {"<pad>", "<start>", "<end>", "<unk>"}
 # A caption that stops on one of these was cut off, not ended: "a dog runs through the".
 DANGLING = {"a", "an", "the", "of", "on", "in", "with", "and", "to", "at", "its", "his", "her", "their", "is", "are"}
+FLICKR8K_TRANSFORMER_MAP_LAYER = 1  # the layer whose map the bundled Transformer draws, chosen on photos with boxes
 PHOTOS = ("coffee", "chelsea", "astronaut")  # real photos that ship with scikit-image (public domain / CC0)
 
 
@@ -170,6 +177,34 @@ def test_a_compact_copy_can_carry_other_decoding_settings(soft_model, coffee, tm
     assert "argument --beam-size: must be at least 1, got 0" in capsys.readouterr().err
     with pytest.raises(ValueError, match="has no hyper-parameter beam_size to change"):
         core_bundle.bundle(vqa_source, tmp_path / "san_small.ckpt", model_class=VqaModule, changes={"beam_size": 3})
+
+
+@pytest.mark.slow
+def test_a_transformers_copy_can_draw_another_layers_map(photos, tmp_path, capsys):
+    """`--map-layer 0`: the copy's maps are its first layer's cross-attention averaged over the heads (the words
+    stay the same); a Show-Attend-Tell checkpoint has no such setting, and a layer the model lacks is refused (no
+    file left behind)."""
+    import captioning.export
+
+    transformer = CaptioningModule.load(FLICKR8K_TRANSFORMER)
+    source = full_checkpoint(transformer, tmp_path / "best.ckpt")
+    assert bundle_main([str(source), str(tmp_path / "layer0.ckpt"), "--map-layer", "0"]) == 0
+    copy = CaptioningModule.load(tmp_path / "layer0.ckpt")
+    assert (copy.decoder.map_layer, transformer.decoder.map_layer) == (0, FLICKR8K_TRANSFORMER_MAP_LAYER)
+    photo = photos["astronaut"]
+    inputs = copy.encoder.transform()(photo).unsqueeze(0)
+    with torch.inference_mode():
+        generated = copy.generate(inputs, beam_size=3)
+    words, rows = copy.caption_words(generated.tokens[0], generated.weights[0])
+    assert words == transformer.caption(inputs, beam_size=3)[0].split()
+    heads = captioning.export.every_head(copy, photo, words)  # (words, layers, heads, L)
+    assert torch.allclose(rows.float(), heads[:, 0].mean(1), atol=1e-4)
+    soft = full_checkpoint(CaptioningModule.load(SHAPES_SOFT), tmp_path / "soft.ckpt")
+    assert bundle_main([str(soft), str(tmp_path / "no.ckpt"), "--map-layer", "1"]) == 2
+    assert "has no hyper-parameter decoder.init_args.map_layer to change" in capsys.readouterr().err
+    assert bundle_main([str(source), str(tmp_path / "no.ckpt"), "--map-layer", "3"]) == 2
+    assert "map_layer 3 names no layer of 3: give one from -3 to 2" in capsys.readouterr().err
+    assert not (tmp_path / "no.ckpt").exists()
 
 
 def test_compact_loader_refuses_a_checkpoint_missing_decoder_weights(tmp_path):

@@ -52,7 +52,8 @@ def scenes(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 
 def test_an_unknown_name_lists_the_bundled_ones():
-    with pytest.raises(UnknownModelError, match="'flickr8k-soft', 'flickr8k-hard', 'shapes-soft', 'shapes-hard'"):
+    bundled = "'flickr8k-soft', 'flickr8k-hard', 'flickr8k-transformer', 'shapes-soft', 'shapes-hard'"
+    with pytest.raises(UnknownModelError, match=bundled):
         Captioner.from_pretrained("flickr8k")
     with pytest.raises(UnknownModelError, match="no pretrained model called 'daquar'.*'daquar-san', 'shapes-san'"):
         Answerer.from_pretrained("daquar")
@@ -60,12 +61,14 @@ def test_an_unknown_name_lists_the_bundled_ones():
 
 def test_available_models_carry_their_metadata_and_match_their_files():
     assert list(Captioner.available()) == [
-        "flickr8k-soft", "flickr8k-hard", "shapes-soft", "shapes-hard",
+        "flickr8k-soft", "flickr8k-hard", "flickr8k-transformer", "shapes-soft", "shapes-hard",
         "shapes-additive", "shapes-dot", "shapes-scaled-dot", "shapes-general", "shapes-cosine", "shapes-location",
     ]  # fmt: skip
     assert list(Answerer.available()) == ["daquar-san", "shapes-san"]
     # the app's model choices are the registry's, under the names the app has always shown
-    assert list(CAPTION_CHECKPOINTS) == ["Flickr8k soft", "Flickr8k hard", "ShapesWorld soft", "ShapesWorld hard"]
+    assert list(CAPTION_CHECKPOINTS) == [
+        "Flickr8k soft", "Flickr8k hard", "Flickr8k Transformer", "ShapesWorld soft", "ShapesWorld hard",
+    ]  # fmt: skip
     assert list(VQA_CHECKPOINTS) == ["DAQUAR", "ShapesWorld"]
     assert list(CAPTION_CHECKPOINTS.values()) == [model.file for model in CAPTION_MODELS.values()]
     for model in [*Captioner.available().values(), *Answerer.available().values()]:
@@ -92,13 +95,38 @@ def test_the_model_card_and_the_readme_show_the_registry_figures():
     assert metrics_table(list(SCORE_MODELS.values())) in card  # the Compare tab's six
     # the README's results table rounds the bundled Flickr8k rows to its own digits
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for label, name in (("**ours, soft, bundled**", "flickr8k-soft"), ("**ours, hard, bundled**", "flickr8k-hard")):
+    for label, name in (
+        ("**ours, soft, bundled**", "flickr8k-soft"),
+        ("**ours, hard, bundled**", "flickr8k-hard"),
+        ("**ours, Transformer, bundled**", "flickr8k-transformer"),
+    ):
         row = next(line for line in readme.splitlines() if line.startswith(f"| {label}"))
         cells = [cell.strip().strip("*") for cell in row.split("|")[2:-1]]  # BLEU-1 .. CIDEr-D
         shown = dict(zip(["BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr-D"], cells))
         for metric, value in CAPTION_MODELS[name].metrics.items():
             digits = len(shown[metric].partition(".")[2])
             assert f"{value:.{digits}f}" == shown[metric], (name, metric)
+
+
+@pytest.mark.slow
+def test_the_bundled_transformer_captions_a_photo_with_a_map_per_word_and_every_head(tmp_path):
+    """`Captioner.from_pretrained("flickr8k-transformer")`: a caption of Flickr8k words, one map per word that is its
+    second layer's cross-attention averaged over the heads (its map_layer; checked against `every_head`), every layer
+    and head in `heads` and in the saved caption.json."""
+    import skimage.data
+
+    transformer = Captioner.from_pretrained("flickr8k-transformer")
+    photo = Image.fromarray(skimage.data.astronaut())
+    result = transformer.caption(photo, beam_size=3)
+    words, model = result.words, transformer.model
+    assert words and set(words) <= set(model.vocabulary.tokens)
+    assert result.attention.shape == (len(words), 7, 7)
+    assert torch.allclose(result.attention.flatten(1).sum(1), torch.ones(len(words)), atol=1e-5)
+    heads = captioning.export.every_head(model, photo, words)  # (words, layers, heads, L)
+    assert model.decoder.map_layer == 1 and torch.allclose(result.attention.flatten(1), heads[:, 1].mean(1), atol=1e-5)
+    assert torch.equal(result.heads, heads)
+    record = result.save(tmp_path / "astronaut")
+    assert record["words"] == words and torch.tensor(record["heads"]).shape == heads.shape
 
 
 def test_a_path_a_picture_and_a_list_give_the_same_captions(captioner, scenes):
