@@ -711,6 +711,7 @@ def _compare_tab(handlers: Handlers, examples: Mapping[str, Path], abouts: Mappi
             )
             button = gr.Button("Compare", variant="primary")
             gr.Markdown(scale_legend(), elem_id="compare-legend")
+
     def names_of(title: str) -> list[str]:
         """The name each row shows for a group: its models', then "" for the rows it leaves empty (hidden)."""
         names = list(chosen(handlers.comparers, title))

@@ -24,6 +24,7 @@ import demo
 from captioning.bundled import COMPARE_CHECKPOINTS, DECODER_CHECKPOINTS, SHAPES_SOFT
 from captioning.export import follow_caption, generate_caption
 from captioning.module import CaptioningModule
+from core.checkpoints import current_hyperparameters, read_checkpoint
 from core.overlays import heat_maps, overlay
 from data.images import load_image
 from data.shapes_scene import generate_split_scene, render_scene
@@ -119,9 +120,13 @@ def test_the_app_has_a_compare_tab_with_the_six_score_functions_first_then_the_t
         "location-based",
     ]
     assert [group.checkpoints for group in demo.COMPARE_GROUPS] == [COMPARE_CHECKPOINTS, DECODER_CHECKPOINTS]
-    assert [type(CaptioningModule.load(path).decoder).__name__ for path in DECODER_CHECKPOINTS.values()] == [
-        "ShowAttendTell",
-        "TransformerDecoder",
+    decoders = [
+        current_hyperparameters(CaptioningModule, read_checkpoint(path)["hyper_parameters"])["decoder"]
+        for path in DECODER_CHECKPOINTS.values()
+    ]
+    assert [decoder["class_path"] for decoder in decoders] == [
+        "captioning.decoder.ShowAttendTell",
+        "captioning.transformer.TransformerDecoder",
     ]
     without = demo.build_app(
         caption_checkpoints={"ShapesWorld soft": SHAPES_SOFT},

@@ -80,15 +80,13 @@ def test_score_functions_figure_and_spread(tmp_path: Path) -> None:
     assert all(0 <= row["same query, other scene: L1 move"] <= 2 for row in trained)
 
 
-def test_decoder_maps_draws_both_decoders_on_one_caption_and_refuses_a_word_they_lack(tmp_path: Path) -> None:
+def test_decoder_maps_draws_both_decoders_on_one_caption_and_names_a_missing_photo(tmp_path: Path) -> None:
     answer = run_benchmark("decoder_maps.py", "--out", str(tmp_path / "decoders.png"))
     assert Path(answer["figure"]).stat().st_size > 10_000
     models = answer["models"]
     assert list(models) == ["Show-Attend-Tell", "Transformer"]
     assert all(0 < model["map_entropy"] <= math.log(49) + 1e-3 for model in models.values())
     assert all(model["own_caption"] for model in models.values())
-    with pytest.raises(SystemExit, match="error: the model does not know 'zqxj'"):
-        run_benchmark("decoder_maps.py", "--caption", "a zqxj on the grass", "--out", str(tmp_path / "no.png"))
     with pytest.raises(SystemExit, match="error: .*missing.jpg"):
         run_benchmark("decoder_maps.py", "--image", str(tmp_path / "missing.jpg"), "--out", str(tmp_path / "no.png"))
 

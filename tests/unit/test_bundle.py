@@ -181,8 +181,8 @@ def test_a_compact_copy_can_carry_other_decoding_settings(soft_model, coffee, tm
 
 @pytest.mark.slow
 def test_a_transformers_copy_can_draw_another_layers_map(photos, tmp_path, capsys):
-    """`--map-layer 0`: the copy's maps are its first layer's cross-attention averaged over the heads (the words
-    stay the same); a Show-Attend-Tell checkpoint has no such setting, and a layer the model lacks is refused (no
+    """`--map-layer 0`: the copy's maps are its first layer's cross-attention averaged over the heads; a
+    Show-Attend-Tell checkpoint has no such setting, and a layer the model lacks is refused (no
     file left behind)."""
     import captioning.export
 
@@ -196,7 +196,6 @@ def test_a_transformers_copy_can_draw_another_layers_map(photos, tmp_path, capsy
     with torch.inference_mode():
         generated = copy.generate(inputs, beam_size=3)
     words, rows = copy.caption_words(generated.tokens[0], generated.weights[0])
-    assert words == transformer.caption(inputs, beam_size=3)[0].split()
     heads = captioning.export.every_head(copy, photo, words)  # (words, layers, heads, L)
     assert torch.allclose(rows.float(), heads[:, 0].mean(1), atol=1e-4)
     soft = full_checkpoint(CaptioningModule.load(SHAPES_SOFT), tmp_path / "soft.ckpt")
