@@ -105,17 +105,20 @@ def generate_caption(model: CaptioningModule, image: Image.Image, beam_size: int
     return model.caption_words(generated.tokens[0], generated.weights[0])
 
 
-def every_head(model: CaptioningModule, image: Image.Image, words: Sequence[str]) -> Tensor | None:
+def every_head(
+    model: CaptioningModule, image: Image.Image, words: Sequence[str], *, encoded: Tensor | None = None
+) -> Tensor | None:
     """A Transformer decoder's cross-attention at every layer and head for the words of a caption (teacher-forced on
     them: for a caption the model generated, the weights its search saw) -> (n_words, layers, heads, L), float32 on the
-    CPU; None for a decoder without heads (Show-Attend-Tell has one map per word)."""
+    CPU; None for a decoder without heads (Show-Attend-Tell has one map per word). `encoded`: the photo's trunk output
+    (1, h*w, C) when the caller has it (`encoder.trunk`), so that the photo is not encoded again."""
     if not isinstance(model.decoder, TransformerDecoder):
         return None
     vocabulary = model.vocabulary
     ids = [vocabulary.start_id, *(vocabulary.index(word) for word in words[:-1])]  # <start> and all but the last word
     inputs = torch.tensor([ids], device=model.device)  # (1, n)
     with torch.inference_mode():
-        features = model.features(model_input(model, image))  # (1, L, D)
+        features = model.features(model_input(model, image) if encoded is None else encoded)  # (1, L, D)
         return model.decoder.all_maps(features, inputs)[0, : len(words)].float().cpu()  # (n, layers, heads, L)
 
 

@@ -146,13 +146,16 @@ class Captioner:
         transform = model.encoder.transform()
         with torch.inference_mode():
             inputs = torch.stack([transform(picture) for picture in photos]).to(model.device)  # (B, 3, H, W)
-            generated = model.generate(inputs, beam_size=beam_size)
+            encoded = model.encoder.trunk(inputs)  # (B, h*w, C): encoded once, for the search and a Transformer's heads
+            generated = model.generate(encoded, beam_size=beam_size)
         results = []
-        for picture, source, tokens, weights in zip(photos, sources, generated.tokens, generated.weights):
+        for index, (picture, source, tokens, weights) in enumerate(
+            zip(photos, sources, generated.tokens, generated.weights)
+        ):
             words, rows = model.caption_words(tokens, weights)  # rows (n_words, L)
             attention = rows.float().cpu().reshape(len(words), *grid)
             given = None if source else picture
-            heads = every_head(model, picture, words)  # None but for a Transformer
+            heads = every_head(model, picture, words, encoded=encoded[index : index + 1])  # None but for a Transformer
             results.append(Caption(words=words, attention=attention, source=source, given=given, heads=heads))
         return results
 
