@@ -17,6 +17,10 @@ Java, so there are two backends (see `caption_metric_backend`):
 The fallback is announced with a `CaptionMetricFallbackWarning`. If the Java backend fails at run time
 (e.g. the JVM cannot start), that call is rescored with the fallback and later calls in the process
 use the fallback too, so one run never mixes backends; `caption_metric_backend()` then says why.
+
+Which backend a training run scores with is the environment's choice, `$CAPTION_METRICS_BACKEND` ("auto", the
+default; "java"; "python"; see `configured_backend`): the Java tools cost about 10 CPU-seconds a scoring (METEOR
+loads its paraphrase table at every start), which a quick run whose METEOR nobody reads can skip.
 """
 
 from __future__ import annotations
@@ -107,6 +111,8 @@ NO_JAVA_BACKEND = "nltk METEOR fallback (no Java found)"
 METEOR_TIMEOUT_S = 600.0
 
 Backend = Literal["auto", "java", "python"]
+BACKENDS: tuple[Backend, ...] = ("auto", "java", "python")
+BACKEND_VARIABLE = "CAPTION_METRICS_BACKEND"
 
 # Why the Java backend failed earlier in this process, if it did; from then on "auto" uses the fallback.
 _java_failure: str | None = None
@@ -129,11 +135,22 @@ def caption_metric_backend() -> str:
     return JAVA_BACKEND
 
 
+def configured_backend() -> Backend:
+    """The backend `score_captions` uses when its caller names none (a training run's validation and test):
+    `$CAPTION_METRICS_BACKEND` when set, else "auto". "python" scores without starting Java (about 10 CPU-seconds a
+    scoring, mostly METEOR's start), for quick runs; the test suite sets it, and its tests of the Java tools name
+    them. ValueError, naming the variable, for any other value."""
+    value = os.environ.get(BACKEND_VARIABLE, "auto")
+    if value not in BACKENDS:
+        raise ValueError(f"{BACKEND_VARIABLE}={value!r}: set it to one of {', '.join(BACKENDS)}, or unset it")
+    return value  # type: ignore[return-value]
+
+
 def score_captions(
     references: Mapping[Hashable, Sequence[str]],
     candidates: Mapping[Hashable, str],
     *,
-    backend: Backend = "auto",
+    backend: Backend | None = None,
 ) -> dict[str, float]:
     """Score one candidate caption per image against that image's references.
 
@@ -142,7 +159,7 @@ def score_captions(
         candidates: image id -> the generated caption; must have exactly the ids of `references`.
             An empty caption is allowed and simply scores low.
         backend: "auto" (Java if available, else the nltk fallback with a warning), "java" (raise
-            instead of falling back) or "python" (the fallback, without a warning).
+            instead of falling back) or "python" (the fallback, without a warning); None: `configured_backend()`.
 
     Returns:
         {name: score} for every name in `METRIC_NAMES`, in that order.
@@ -152,7 +169,8 @@ def score_captions(
     refs = {image: list(captions) for image, captions in references.items()}
     cands = {image: candidates[image] for image in refs}
 
-    if backend not in ("auto", "java", "python"):
+    backend = configured_backend() if backend is None else backend
+    if backend not in BACKENDS:
         raise ValueError(f"backend must be 'auto', 'java' or 'python', got {backend!r}")
     if backend == "java" and shutil.which("java") is None:
         raise RuntimeError("backend='java' was requested but no `java` executable is on PATH")

@@ -24,10 +24,16 @@ from pathlib import Path
 import pytest
 import torch
 
+from captioning.metrics import BACKEND_VARIABLE
 from tests.helpers import DAQUAR_FILES, make_vqa_layout
 
 TESTS = Path(__file__).resolve().parent
 GROUPS = ("unit", "cli", "app")
+
+# The training runs of the tests score their captions without starting Java (METEOR's start costs about 10
+# CPU-seconds at every validation); the subprocesses they start inherit this. The tests of the Java tools name
+# their backend, and the README's commands run without this setting, as a user runs them.
+os.environ.setdefault(BACKEND_VARIABLE, "python")
 
 
 def pytest_configure(config: pytest.Config) -> None:

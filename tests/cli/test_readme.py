@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
+from captioning.metrics import BACKEND_VARIABLE
 from tests.helpers import REPO
 
 README = REPO / "README.md"
@@ -69,10 +70,12 @@ def commands_of(kind: str) -> list[list[str]]:
 
 
 def run(words: list[str], *, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    """A README command with this interpreter as `python`, the repository on the path; fails with its output."""
+    """A README command with this interpreter as `python`, the repository on the path, and the caption scorer a user
+    gets (the suite's quicker one unset); fails with its output."""
     argv = [sys.executable, *words[1:]] if words[0] == "python" else words
+    env = {name: value for name, value in os.environ.items() if name != BACKEND_VARIABLE}
     result = subprocess.run(
-        argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False, env={**os.environ, "PYTHONPATH": str(REPO)}
+        argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False, env={**env, "PYTHONPATH": str(REPO)}
     )
     assert result.returncode == 0, f"{shlex.join(words)}\nstdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}"
     return result

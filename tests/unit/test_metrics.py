@@ -186,7 +186,7 @@ def test_fallback_without_java(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(shutil, "which", lambda name: None)
     assert caption_metric_backend() == NO_JAVA_BACKEND
     with pytest.warns(CaptionMetricFallbackWarning, match="no Java found"):
-        scores = score_captions(REFERENCES, CANDIDATES)
+        scores = score_captions(REFERENCES, CANDIDATES, backend="auto")
     assert list(scores) == list(METRIC_NAMES)
     assert scores == score_captions(REFERENCES, CANDIDATES, backend="python")
     per_image = [
@@ -222,7 +222,7 @@ def test_java_meteor_crash_falls_back_and_cleans_up(monkeypatch: pytest.MonkeyPa
     with pytest.raises(RuntimeError, match="Java tools failed"):
         score_captions(REFERENCES, CANDIDATES, backend="java")
     with pytest.warns(CaptionMetricFallbackWarning, match="Java failed"):
-        scores = score_captions(REFERENCES, CANDIDATES)
+        scores = score_captions(REFERENCES, CANDIDATES, backend="auto")
     assert scores == score_captions(REFERENCES, CANDIDATES, backend="python")
     assert caption_metric_backend().startswith("nltk METEOR fallback (Java failed:")
     for crashed in _CrashingMeteor.created:
@@ -311,3 +311,29 @@ def test_caption_flaws_count_mid_phrase_endings_and_repeated_trigrams() -> None:
     assert caption_flaws(["a dog on a dog on a"]) == {"ended_mid_phrase": 1.0, "repeated_trigram": 1.0}
     with pytest.raises(ValueError, match="at least one caption"):
         caption_flaws([])
+
+
+def test_the_environment_chooses_the_backend_of_a_run_that_names_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A training run's scores (no backend named) use $CAPTION_METRICS_BACKEND: "python" never starts Java and warns
+    of nothing, "java" goes to the Java tools; a value of another kind is refused with the variable named."""
+    import warnings
+
+    def no_java(refs: dict, cands: dict) -> dict:
+        raise AssertionError("the Java tools were started")
+
+    monkeypatch.setattr(metrics, "_score_with_java", no_java)
+    monkeypatch.setenv(metrics.BACKEND_VARIABLE, "python")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert score_captions(REFERENCES, CANDIDATES) == score_captions(REFERENCES, CANDIDATES, backend="python")
+
+    monkeypatch.setattr(metrics, "_score_with_java", lambda refs, cands: {"from": "java"})
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/java")
+    monkeypatch.setenv(metrics.BACKEND_VARIABLE, "java")
+    assert score_captions(REFERENCES, CANDIDATES) == {"from": "java"}
+    monkeypatch.delenv(metrics.BACKEND_VARIABLE)
+    assert metrics.configured_backend() == "auto"
+
+    monkeypatch.setenv(metrics.BACKEND_VARIABLE, "jvm")
+    with pytest.raises(ValueError, match="CAPTION_METRICS_BACKEND='jvm': set it to one of auto, java, python"):
+        score_captions(REFERENCES, CANDIDATES)
