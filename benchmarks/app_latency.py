@@ -79,6 +79,16 @@ def cpu_info() -> dict:
     }
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system, every thread) a running process has used so far, from Linux's /proc; None where
+    there is no /proc (the figures that need it are then null)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime and stime, fields 14 and 15
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

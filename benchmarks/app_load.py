@@ -17,7 +17,9 @@ or answers in another form is lost, and the reasons of the first few are kept.
 
 Prints one JSON line: requests sent, answered, refused and lost, the wall time until the last client finished,
 and p50 / p95 / max latency (seconds) of the answered Caption requests, the answered questions, and each client's
-two requests together. `all_admitted_answered`: nothing lost, every request the queue took was answered.
+two requests together; the CPU seconds the server and the clients' process spent meanwhile (on a 2-core machine
+the clients' own share bounds what can be measured). `all_admitted_answered`: nothing lost, every request the
+queue took was answered.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from app_latency import (  # sets the offline environment
     REQUEST_TIMEOUT_S,
     cpu_info,
     file_url,
+    process_cpu_s,
     start_server,
     stop_server,
     summary,
@@ -176,8 +179,9 @@ def percentiles(latencies: Sequence[float]) -> dict | None:
     return {"p50": figures["median"], "p95": figures["p95"], "max": figures["max"], "n": figures["n"]}
 
 
-def run_load(url: str, picture: Path, question: str, args: argparse.Namespace) -> dict:
-    """`args.clients` people at once, each a caption then a question; the figures of the JSON line."""
+def run_load(url: str, picture: Path, question: str, args: argparse.Namespace, server_pid: int) -> dict:
+    """`args.clients` people at once, each a caption then a question, against the server process `server_pid`;
+    the figures of the JSON line."""
     expected = Expected.of_bundled_models(args.model)
     people = [Person(url, picture, question, args.model, args.beam_size, expected) for _ in range(args.clients)]
     unfinished = ["caption: no answer in time", "ask: no answer in time"]
@@ -192,10 +196,12 @@ def run_load(url: str, picture: Path, question: str, args: argparse.Namespace) -
     for thread in threads:
         thread.start()
     gate.wait()
-    start = time.perf_counter()
+    start, server_start, clients_start = time.perf_counter(), process_cpu_s(server_pid), time.process_time()
     for thread in threads:
         thread.join(2 * REQUEST_TIMEOUT_S)
     wall = time.perf_counter() - start
+    server_end, clients_cpu = process_cpu_s(server_pid), time.process_time() - clients_start
+    server_cpu = None if server_start is None or server_end is None else server_end - server_start
     for person in people:
         person.close()
 
@@ -213,6 +219,7 @@ def run_load(url: str, picture: Path, question: str, args: argparse.Namespace) -
         "ask": percentiles([o.ask_s for o in outcomes]),
         "client_total": percentiles([o.caption_s + o.ask_s for o in outcomes]),
         "errors": sorted(set(lost))[:MAX_ERRORS_SHOWN],
+        "cpu_s": {"server": None if server_cpu is None else round(server_cpu, 2), "clients": round(clients_cpu, 2)},
     }
 
 
@@ -237,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         picture, question = write_scene(Path(folder))
         child, url, server_cpus = start_server()
         try:
-            figures = run_load(url, picture, question, args)
+            figures = run_load(url, picture, question, args, child.pid)
         finally:
             stop_server(child)
     figures = {

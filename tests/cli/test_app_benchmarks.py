@@ -29,6 +29,7 @@ def test_app_load_answers_every_caption_and_question() -> None:
         assert_latencies(answer[kind])
         assert answer[kind]["n"] == 2
     assert {"max_queue", "wall_s", "server", "client", "model", "beam_size"} <= answer.keys()
+    assert answer["cpu_s"]["server"] > 0 and answer["cpu_s"]["clients"] > 0  # the server captioned; the clients sent
 
 
 def test_app_latency_answers_every_request_and_times_each_part() -> None:
