@@ -182,7 +182,11 @@ Example = tuple[str, str, str]  # (example picture, model name, question), a row
 def load_models(
     caption_checkpoints: Mapping[str, Path], vqa_checkpoints: Mapping[str, Path]
 ) -> tuple[dict[str, CaptioningModule], dict[str, VqaModule]]:
-    """Every captioning model and every VQA model by its name: on the CPU, in eval mode, loaded once."""
+    """Every captioning model and every VQA model by its name: on the CPU, in eval mode, loaded once. A checkpoint
+    that is not a file is named before any model is loaded (FileNotFoundError), not after the others have been."""
+    for path in (*caption_checkpoints.values(), *vqa_checkpoints.values()):
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"checkpoint not found: {path}")
     captioners = {name: CaptioningModule.load(path, map_location="cpu") for name, path in caption_checkpoints.items()}
     answerers = {name: VqaModule.load(path, map_location="cpu") for name, path in vqa_checkpoints.items()}
     return captioners, answerers

@@ -33,7 +33,7 @@ import torch
 
 from captioning.module import CaptioningModule
 from core.attention_correctness import box_masks
-from data.captions import Box
+from data.dataset import Box
 from data.shapes import ShapesWorld
 from data.shapes_scene import COLOURS, SHAPES, SIZES
 from data.vocabulary import tokenize

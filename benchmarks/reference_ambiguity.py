@@ -27,7 +27,7 @@ import argparse
 import json
 
 from attention_targets import word_kind  # the benchmark beside this one (run from the repository root)
-from data.captions import Box
+from data.dataset import Box
 from data.shapes import ShapesWorld, scene_captions
 from data.vocabulary import tokenize
 

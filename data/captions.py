@@ -12,27 +12,7 @@ from pathlib import Path
 
 from PIL import Image
 
-
-@dataclass(frozen=True)
-class Box:
-    """An axis-aligned box in coordinates normalised to the image: 0 is left/top, 1 is right/bottom."""
-
-    x0: float
-    y0: float
-    x1: float
-    y1: float
-
-    def __post_init__(self) -> None:
-        if not (0.0 <= self.x0 < self.x1 <= 1.0 and 0.0 <= self.y0 < self.y1 <= 1.0):
-            raise ValueError(f"box {self} is not a non-empty box inside the unit square")
-
-    @property
-    def area(self) -> float:
-        return (self.x1 - self.x0) * (self.y1 - self.y0)
-
-    def mirrored(self) -> Box:
-        """The same box in the image flipped left to right."""
-        return Box(x0=1.0 - self.x1, y0=self.y0, x1=1.0 - self.x0, y1=self.y1)
+from data.dataset import Box, SplitDataset
 
 
 @dataclass(frozen=True)
@@ -65,18 +45,8 @@ class CaptionSample:
     grounding: tuple[tuple[GroundedWord, ...], ...] = field(default=())
 
 
-class CaptionDataset(abc.ABC):
-    """A captioning dataset split into named parts ("train", "val", "test", ...)."""
-
-    @property
-    @abc.abstractmethod
-    def name(self) -> str:
-        """A short name that, with a split, identifies the images (part of the feature-cache key)."""
-
-    @property
-    @abc.abstractmethod
-    def splits(self) -> tuple[str, ...]:
-        """The split names this dataset provides."""
+class CaptionDataset(SplitDataset):
+    """A captioning dataset split into named parts ("train", "val", "test", ...): images with reference captions."""
 
     @abc.abstractmethod
     def samples(self, split: str) -> list[CaptionSample]:
@@ -85,7 +55,3 @@ class CaptionDataset(abc.ABC):
     @abc.abstractmethod
     def load(self, sample: CaptionSample) -> Image.Image:
         """The sample's image as an RGB PIL image."""
-
-    def _check_split(self, split: str) -> None:
-        if split not in self.splits:
-            raise ValueError(f"{type(self).__name__} has no split {split!r}; known splits: {', '.join(self.splits)}")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageDraw
 
-from data.captions import Box
+from data.dataset import Box
 
 SHAPES: tuple[str, ...] = ("circle", "square", "triangle", "cross")
 COLOURS: tuple[str, ...] = ("red", "green", "blue", "yellow", "purple")

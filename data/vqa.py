@@ -12,7 +12,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from data.captions import Box
+from data.dataset import Box, SplitDataset
 
 # The three answer types of VQA v2, the breakdown its accuracy is reported by.
 ANSWER_TYPES: tuple[str, ...] = ("yes/no", "number", "other")
@@ -67,18 +67,8 @@ class VqaSample:
             )
 
 
-class VqaDataset(abc.ABC):
-    """A VQA dataset split into named parts ("train", "val", "test", ...)."""
-
-    @property
-    @abc.abstractmethod
-    def name(self) -> str:
-        """A short name that, with a split, identifies the images (part of the feature-cache key)."""
-
-    @property
-    @abc.abstractmethod
-    def splits(self) -> tuple[str, ...]:
-        """The split names this dataset provides."""
+class VqaDataset(SplitDataset):
+    """A VQA dataset split into named parts ("train", "val", "test", ...): questions about images, with answers."""
 
     @abc.abstractmethod
     def questions(self, split: str) -> list[VqaSample]:
@@ -96,7 +86,3 @@ class VqaDataset(abc.ABC):
     def image_ids(self, split: str) -> list[str]:
         """The distinct images that the split's questions are about, in order of their first question."""
         return list(dict.fromkeys(sample.image_id for sample in self.questions(split)))
-
-    def _check_split(self, split: str) -> None:
-        if split not in self.splits:
-            raise ValueError(f"{type(self).__name__} has no split {split!r}; known splits: {', '.join(self.splits)}")

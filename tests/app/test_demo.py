@@ -189,7 +189,11 @@ def assert_still_answers(client: Client, pictures: dict[str, Path]) -> None:
 
 @pytest.mark.slow
 def test_build_app_builds_without_serving(tmp_path):
-    app = demo.build_app(caption_checkpoints=CAPTION_CHECKPOINTS, vqa_checkpoints=VQA_CHECKPOINTS, work_dir=tmp_path)
+    """(The app with every bundled model is the served one below; here one model a tab, for a quick run.)"""
+    app = demo.build_app(
+        caption_checkpoints={SHAPES_CAPTIONS: SHAPES_SOFT}, vqa_checkpoints={SHAPES_VQA: SHAPES_SAN}, compare_groups=(),
+        work_dir=tmp_path,
+    )  # fmt: skip
     assert isinstance(app, gr.Blocks) and not app.is_running
     assert {fn.api_name for fn in app.fns.values()} >= {"caption", "ask"}
     assert app.analytics_enabled is False and os.environ["GRADIO_ANALYTICS_ENABLED"] == "False"
@@ -215,9 +219,12 @@ def test_the_queue_is_bounded_by_default_and_from_the_command_line():
 
 
 @pytest.mark.slow
-def test_main_reports_a_missing_checkpoint_without_a_traceback(tmp_path):
+def test_main_reports_a_missing_checkpoint_without_a_traceback(tmp_path, monkeypatch):
+    loaded = []
+    monkeypatch.setattr(CaptioningModule, "load", lambda path, **kwargs: loaded.append(path))
     with pytest.raises(SystemExit, match=r"error: checkpoint not found: .*nowhere\.ckpt"):
         demo.main(["--vqa-model", f"mine={tmp_path / 'nowhere.ckpt'}"])
+    assert loaded == []  # named before the captioning models (which come first) are loaded
     with pytest.raises(SystemExit):  # argparse's own error and usage
         demo.parse_arguments(["--caption-model", "no-name-given.ckpt"])
 
@@ -663,9 +670,10 @@ def full_queue(tmp_path, pictures, monkeypatch) -> Iterator[FullQueue]:
         return answer(*args, **kwargs)
 
     monkeypatch.setattr(demo, "export_answer", held_answer)
-    app = demo.build_app(
-        caption_checkpoints=CAPTION_CHECKPOINTS, vqa_checkpoints=VQA_CHECKPOINTS, work_dir=tmp_path, max_queue=1
-    )
+    app = demo.build_app(  # the two models the tests ask, for a quicker start
+        caption_checkpoints={DEFAULT_MODEL: CAPTION_CHECKPOINTS[DEFAULT_MODEL]}, vqa_checkpoints={SHAPES_VQA: SHAPES_SAN},
+        compare_groups=(), work_dir=tmp_path, max_queue=1,
+    )  # fmt: skip
     port = free_port()
     demo.launch_app(app, port=port, prevent_thread_lock=True, quiet=True)
     url = f"http://127.0.0.1:{port}/"

@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from core.encoder import EfficientNetLite
-from data.captions import Box
+from data.dataset import Box
 from data.vocabulary import tokenize
 from data.vqa import VqaSample
 from data.vqa2 import Daquar

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from data.captions import Box
+from data.dataset import Box
 from data.shapes import ShapesWorld, describe, scene_captions
 from data.shapes_scene import (
     COLOUR_RGB,
