@@ -76,7 +76,7 @@ from captioning.export import (
     head_choices,
 )
 from captioning.module import CaptioningModule
-from core.concentration import TOP_AREA, short_share
+from core.map_measures import TOP_AREA, short_share
 from core.overlays import FixedScale
 from data.images import ImageLoadError, ImageProblem, load_image
 from data.shapes_scene import generate_split_scene, render_scene
@@ -358,7 +358,7 @@ def head_choice(model: CaptioningModule, value: Any) -> HeadChoice | None:
 
 def overlay_title(label: str, share: float) -> str:
     """An overlay's title in a gallery: what it shows (a word, "hop 2") and how concentrated its attention is,
-    "dog: 62% on top 5%" (`core.concentration.short_share`)."""
+    "dog: 62% on top 5%" (`core.map_measures.short_share`)."""
     return f"{label}: {short_share(share)}"
 
 

@@ -29,7 +29,7 @@ from score_functions import panel, save_sheet
 from captioning.bundled import DECODER_CHECKPOINTS
 from captioning.export import UnknownWordsError, follow_caption, generate_caption
 from captioning.module import CaptioningModule
-from core.attention import map_entropy
+from core.map_measures import map_entropy
 from core.overlays import FixedScale
 from data.images import ImageLoadError, load_image
 

@@ -38,7 +38,7 @@ from PIL import Image
 from captioning.bundled import SCORE_MODELS
 from captioning.export import follow_caption, generate_caption
 from captioning.module import CaptioningModule
-from core.attention import map_entropy
+from core.map_measures import map_entropy
 from core.optimization import adam_with_epoch_decay
 from core.overlays import FixedScale, colour_bar, heat_maps, word_grid
 from data.shapes_scene import generate_split_scene, render_scene

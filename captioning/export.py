@@ -9,7 +9,7 @@ For each image, `DIR/<image stem>/` receives:
 * `caption.json`: {"image", "caption", "words", "grid_size": [rows, columns], "image_size": [width, height],
   "weights": one row of rows x columns raw attention weights per word (row-major grid locations),
   "scale": the scale the pictures are drawn on (`DisplayScale.describe`), "concentration": per word, the share
-  of its attention on the most attended 5% of the photo (`core.concentration`)}; for a Transformer decoder also
+  of its attention on the most attended 5% of the photo (`core.map_measures`)}; for a Transformer decoder also
   "heads": every layer's and head's cross-attention per word, [word][layer][head][location] (`every_head`), of
   which "weights" is the layer and head its `map_layer` and `map_head` choose.
 
@@ -43,7 +43,7 @@ from torch import Tensor
 from captioning.datamodule import IMAGE_SUFFIXES
 from captioning.module import CaptioningModule
 from captioning.transformer import TransformerDecoder
-from core.concentration import top_area_share
+from core.map_measures import top_area_share
 from core.overlays import (
     DisplayScale,
     FixedScale,

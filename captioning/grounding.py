@@ -38,8 +38,7 @@ from torch import Tensor
 
 from captioning.explanations import AttentionWeights, WordMaps
 from captioning.pretrained import Captioner
-from core.attention import map_entropy
-from core.attention_correctness import cell_centres, inside_any, pixel_mask, union_cover
+from core.map_measures import cell_centres, inside_any, map_entropy, pixel_mask, union_cover
 from core.overlays import spread
 from data.boxes import BoxedPhoto, read_boxes
 from data.errors import DatasetFormatError

@@ -18,7 +18,6 @@ from captioning.metrics import CLOSED_CLASS_WORDS, DETERMINERS, MODIFIERS, capti
 from captioning.objectives import AttentionObjective, LossTerms, SoftAttention
 from captioning.search import Generated, beam_search
 from captioning.self_critical import SelfCritical
-from core.attention_correctness import mass_in_box
 from core.checkpoints import (
     CheckpointError,
     check_kind,
@@ -30,6 +29,7 @@ from core.checkpoints import (
 from core.encoder import EfficientNetLite, Encoder
 from core.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
 from core.hparams import class_config, factory_config, plain_hyperparameters
+from core.map_measures import mass_in_box
 from core.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 

@@ -218,12 +218,3 @@ def grid_positions(rows: int, columns: int) -> Tensor:
 def with_positions(features: Tensor, positions: Tensor) -> Tensor:
     """Every location's (x, y) grid position appended to its annotation vector: (B, L, D), (L, 2) -> (B, L, D + 2)."""
     return torch.cat([features, positions.to(features.dtype).expand(features.shape[0], -1, -1)], dim=-1)
-
-
-def map_entropy(weights: Tensor) -> Tensor:
-    """-sum_i alpha_i log alpha_i in nats of each attention map: weights (..., L) -> (...). ln L for uniform
-    attention, 0 for all of it on one location. Computed in float32 whatever the weights' type: in bfloat16 (a
-    model under autocast) the sum keeps about 3 significant digits, and every map near uniform over 49 cells would
-    read 3.890625."""
-    weights = weights.float()
-    return -(weights * weights.clamp_min(1e-12).log()).sum(-1)

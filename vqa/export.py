@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from PIL import Image
 
-from core.concentration import top_area_share
+from core.map_measures import top_area_share
 from core.overlays import DisplayScale, FixedScale, PerMapStretch, heat_maps, overlay, save_png, word_grid
 from core.results import write_json_atomically
 from data.images import load_image

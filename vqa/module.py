@@ -14,12 +14,12 @@ import lightning as L
 import torch
 from torch import Tensor
 
-from core.attention import AdditiveScore, Score, map_entropy
-from core.attention_correctness import mass_in_boxes
+from core.attention import AdditiveScore, Score
 from core.checkpoints import load_module, supply_packaged_encoder
 from core.encoder import EfficientNetLite, Encoder
 from core.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
 from core.hparams import plain_hyperparameters
+from core.map_measures import map_entropy, mass_in_boxes
 from core.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 from data.vqa import VqaSample

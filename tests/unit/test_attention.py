@@ -245,25 +245,3 @@ def test_scaled_dot_divides_the_dot_score_by_the_root_of_the_query_size():
     dot.load_state_dict(scaled.state_dict())
     ratio = dot(queries, dot.project_keys(keys)) / scaled(queries, scaled.project_keys(keys))
     assert torch.allclose(ratio, torch.full_like(ratio, math.sqrt(Q)), rtol=1e-12, atol=0)
-
-
-def test_map_entropy_by_hand():
-    from core.attention import map_entropy
-
-    weights = torch.tensor([[0.25, 0.25, 0.25, 0.25], [1.0, 0.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0]])
-    expected = torch.tensor([math.log(4), 0.0, math.log(2)])  # uniform: ln L; one cell: 0; two cells: ln 2
-    torch.testing.assert_close(map_entropy(weights), expected)
-
-
-def test_map_entropy_of_bfloat16_maps_is_computed_in_float32():
-    """A model under bfloat16 autocast hands over bfloat16 maps; their entropy must not be rounded to bfloat16's
-    3 digits (near-uniform maps over 49 cells would all read 3.890625, and so would their mean)."""
-    from core.attention import map_entropy
-
-    torch.manual_seed(0)
-    weights = torch.softmax(0.05 * torch.randn(64, 49), dim=-1).bfloat16()  # (64, 49) near uniform
-    entropy = map_entropy(weights)
-    assert entropy.dtype == torch.float32
-    exact = -(weights.double() * weights.double().log()).sum(-1)
-    torch.testing.assert_close(entropy.double(), exact, rtol=0, atol=1e-5)
-    assert len(set(entropy.tolist())) > 1  # in bfloat16 every one of them is 3.890625

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from core.attention_correctness import mass_in_box, mass_in_boxes
+from core.map_measures import mass_in_box, mass_in_boxes
 from data.vocabulary import Vocabulary
 from data.vqa import VqaSample
 from vqa.answers import AnswerVocabulary, MajorityAnswer, SoftScores

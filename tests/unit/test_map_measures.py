@@ -1,11 +1,75 @@
-"""Attention correctness: box coverage of grid cells, and the attention mass inside boxes."""
+"""The measures of an attention map (`core.map_measures`), each against hand computations: its entropy, its
+concentration on the most attended 5% of the photo, and attention correctness (box coverage of grid cells, the
+attention mass inside boxes)."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
 
-from core.attention_correctness import box_mask, box_masks, mass_in_box
+from core.map_measures import box_mask, box_masks, describe_share, map_entropy, mass_in_box, short_share, top_area_share
+
+# -- entropy
+
+
+def test_map_entropy_by_hand():
+    weights = torch.tensor([[0.25, 0.25, 0.25, 0.25], [1.0, 0.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0]])
+    expected = torch.tensor([math.log(4), 0.0, math.log(2)])  # uniform: ln L; one cell: 0; two cells: ln 2
+    torch.testing.assert_close(map_entropy(weights), expected)
+
+
+def test_map_entropy_of_bfloat16_maps_is_computed_in_float32():
+    """A model under bfloat16 autocast hands over bfloat16 maps; their entropy must not be rounded to bfloat16's
+    3 digits (near-uniform maps over 49 cells would all read 3.890625, and so would their mean)."""
+    torch.manual_seed(0)
+    weights = torch.softmax(0.05 * torch.randn(64, 49), dim=-1).bfloat16()  # (64, 49) near uniform
+    entropy = map_entropy(weights)
+    assert entropy.dtype == torch.float32
+    exact = -(weights.double() * weights.double().log()).sum(-1)
+    torch.testing.assert_close(entropy.double(), exact, rtol=0, atol=1e-5)
+    assert len(set(entropy.tolist())) > 1  # in bfloat16 every one of them is 3.890625
+
+
+# -- concentration
+
+
+def test_uniform_attention_puts_five_percent_on_five_percent_of_the_photo():
+    for cells in (4, 49, 196):
+        assert top_area_share(torch.full((cells,), 1 / cells)).item() == pytest.approx(0.05, abs=1e-12)
+
+
+def test_all_attention_on_one_cell_of_49_is_all_on_the_top_five_percent():
+    assert top_area_share(torch.eye(49)[17]).item() == pytest.approx(1.0)  # 2.45 cells cover the one cell
+
+
+def test_the_last_cell_counts_in_part():
+    # 7x7: 5% of 49 cells = 2.45 cells, the two largest (0.3, 0.2) and 45% of the third (0.1)
+    weights = torch.full((49,), 0.4 / 46, dtype=torch.float64)
+    weights[[5, 30, 12]] = torch.tensor([0.2, 0.3, 0.1], dtype=torch.float64)
+    assert top_area_share(weights).item() == pytest.approx(0.3 + 0.2 + 0.45 * 0.1)
+    # 2x2: 5% of 4 cells = 0.2 cell, a fifth of the largest (0.7)
+    two_by_two = torch.tensor([0.1, 0.7, 0.2, 0.0], dtype=torch.float64)
+    assert top_area_share(two_by_two).item() == pytest.approx(0.2 * 0.7)
+    assert top_area_share(two_by_two, area=0.25).item() == pytest.approx(0.7)  # exactly one cell
+    assert top_area_share(two_by_two, area=0.6).item() == pytest.approx(0.7 + 0.2 + 0.4 * 0.1)  # 2.4 cells
+
+
+def test_each_map_of_a_batch_gets_its_share_of_its_own_total():
+    weights = torch.tensor([[0.0, 2.0, 0.0, 2.0], [0.0, 0.0, 0.0, 0.0]])  # sums to 4: the top 0.2 cell holds 2 / 4
+    assert top_area_share(weights).tolist() == pytest.approx([0.2 * 0.5, 0.0])  # a map of zeros: 0
+    with pytest.raises(ValueError):
+        top_area_share(weights, area=0.0)
+
+
+def test_the_share_in_words():
+    assert describe_share(0.62) == "62% of the attention on the most attended 5% of the photo (uniform: 5%)"
+    assert short_share(0.62) == "62% on top 5%"
+    assert short_share(0.05) == "5% on top 5%"
+
+
+# -- attention correctness
 
 
 def test_box_covering_one_cell_with_all_weight_scores_one() -> None:
