@@ -32,7 +32,8 @@ GROUPS = ("unit", "cli", "app")
 
 # The training runs of the tests score their captions without starting Java (METEOR's start costs about 10
 # CPU-seconds at every validation); the subprocesses they start inherit this. The tests of the Java tools name
-# their backend, and the README's commands run without this setting, as a user runs them.
+# their backend; the README's commands, and the runs whose printed output is checked, run without this setting, as a
+# user runs them (`tests.helpers.user_environment`).
 os.environ.setdefault(BACKEND_VARIABLE, "python")
 
 

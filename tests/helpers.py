@@ -52,23 +52,34 @@ TINY_LOCAL_CNN = ["--model.encoder.init_args.widths=[4,8,8]", "--model.encoder.i
 CSV_LOGGER = "--trainer.logger=lightning.pytorch.loggers.CSVLogger"
 
 
-def run_python(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """`python args...` in cwd, the repository on the path; fails the test with the end of its output when it fails."""
+def user_environment() -> dict[str, str]:
+    """This process's environment as a user's shell has it: without the suite's quicker caption scorer
+    (`$CAPTION_METRICS_BACKEND`, set in conftest.py), so that a command scores with coco-caption's Java tools where
+    they are installed, and prints what a user's run prints."""
+    from captioning.metrics import BACKEND_VARIABLE
+
+    return {name: value for name, value in os.environ.items() if name != BACKEND_VARIABLE}
+
+
+def run_python(*args: str, cwd: Path, as_user: bool = False) -> subprocess.CompletedProcess:
+    """`python args...` in cwd, the repository on the path (with a user's environment, `as_user`); fails the test
+    with the end of its output when it fails."""
     result = subprocess.run(
         [sys.executable, *args],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=600,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**(user_environment() if as_user else os.environ), "PYTHONPATH": str(REPO)},
     )
     assert result.returncode == 0, f"stdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-5000:]}"
     return result
 
 
-def run_module(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """`python -m module args...` in cwd; fails the test with the end of its output when it fails."""
-    return run_python("-m", module, *args, cwd=cwd)
+def run_module(module: str, *args: str, cwd: Path, as_user: bool = False) -> subprocess.CompletedProcess:
+    """`python -m module args...` in cwd (with a user's environment, `as_user`); fails the test with the end of its
+    output when it fails."""
+    return run_python("-m", module, *args, cwd=cwd, as_user=as_user)
 
 
 @contextlib.contextmanager

@@ -52,7 +52,7 @@ def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
         f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path / 'test'}",
         f"--trainer.logger.init_args.save_dir={tmp_path / 'test'}",
         "--model.decoder.embed_dim=8",  # ignored: from the ckpt
-        cwd=tmp_path,
+        cwd=tmp_path, as_user=True,  # scored as a user's run is: with the Java tools, whose tokenizer counts its tokens
     )
     for name in ["BLEU-1", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "attention_correctness"]:
         assert f"test/{name}" in tested.stdout

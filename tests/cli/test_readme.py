@@ -12,7 +12,6 @@ README command cannot go unchecked.
 from __future__ import annotations
 
 import importlib
-import os
 import re
 import shlex
 import subprocess
@@ -22,8 +21,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from captioning.metrics import BACKEND_VARIABLE
-from tests.helpers import REPO
+from tests.helpers import REPO, user_environment
 
 README = REPO / "README.md"
 TASKS = ("captioning", "vqa")
@@ -73,10 +71,10 @@ def run(words: list[str], *, cwd: Path, timeout: int = 300) -> subprocess.Comple
     """A README command with this interpreter as `python`, the repository on the path, and the caption scorer a user
     gets (the suite's quicker one unset); fails with its output."""
     argv = [sys.executable, *words[1:]] if words[0] == "python" else words
-    env = {name: value for name, value in os.environ.items() if name != BACKEND_VARIABLE}
     result = subprocess.run(
-        argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False, env={**env, "PYTHONPATH": str(REPO)}
-    )
+        argv, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False,
+        env={**user_environment(), "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
     assert result.returncode == 0, f"{shlex.join(words)}\nstdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}"
     return result
 
