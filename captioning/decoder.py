@@ -198,7 +198,7 @@ class ImageMemory:
     """What the decoder attends over, prepared once per image; the K beams of a search share it."""
 
     features: Tensor  # (B, L, D) annotation vectors
-    projected: Tensor  # (B, L, K) the score function's image-side projection
+    projected: Tensor  # (B, L, P) the score function's image-side projection (`core.attention`'s letters)
 
 
 @dataclass

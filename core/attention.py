@@ -10,6 +10,10 @@ All score classes share one keyword-only constructor so that a model can build w
 `num_locations` (L, used by the location score) and `fast_path` (compute the same function faster where the class
 has a way to: `AdditiveScore`, through `core.fast_path`). Subclasses take them as `**shared` and read them back from
 the attributes the base sets.
+
+Shapes: B images, L locations of a grid, D the annotation size, Q the query size, A the attention size, P the width
+of the projected keys (D, Q or A, by score function), K queries per image (the beams of a search, the samples of
+self-critical training; 1 otherwise), N = B * K queries in all.
 """
 
 from __future__ import annotations
@@ -38,17 +42,17 @@ class Score(nn.Module):
         self.fast_path = fast_path
 
     def project_keys(self, keys: Tensor) -> Tensor:
-        """Image-side precomputation, once per image: keys (B, L, D) -> (B, L, K)."""
+        """Image-side precomputation, once per image: keys (B, L, D) -> (B, L, P)."""
         return keys
 
     def forward(self, query: Tensor, projected_keys: Tensor) -> Tensor:
-        """Scores (N, L) of queries (N, Q) against projected keys (B, L, K): N is B, or B * K' when each image
-        has K' queries in a row (the beams of a search), which all meet their image's keys without copies."""
+        """Scores (N, L) of queries (N, Q) against projected keys (B, L, P): N is B, or B * K when each image
+        has K queries in a row (the beams of a search), which all meet their image's keys without copies."""
         raise NotImplementedError
 
 
 def per_image(query: Tensor, projected_keys: Tensor) -> Tensor:
-    """Queries (N, Q) grouped by image, (B, N / B, Q), for keys (B, L, K)."""
+    """Queries (N, Q) grouped by image, (B, K, Q), for keys (B, L, P)."""
     return query.view(len(projected_keys), -1, query.shape[-1])
 
 
@@ -184,7 +188,7 @@ class Attention(nn.Module):
         self.score = score
 
     def prepare(self, keys: Tensor) -> Tensor:
-        """The per-image part of the score, keys (B, L, D) -> (B, L, K); call once, reuse at every step."""
+        """The per-image part of the score, keys (B, L, D) -> (B, L, P); call once, reuse at every step."""
         return self.score.project_keys(keys)
 
     def weights(self, query: Tensor, projected_keys: Tensor, mask: Tensor | None = None) -> Tensor:
