@@ -140,7 +140,10 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
     def load(cls, path: str | Path, *, map_location: str | torch.device = "cpu") -> "CaptioningModule":
         """A trained model from a checkpoint, in eval mode. The file is read as data (`weights_only=True`):
         a checkpoint that needs pickled code to load is refused."""
-        return load_module(cls, path, required=("vocabulary",), kind="captioning", map_location=map_location)
+        return load_module(
+            cls, path, required=("vocabulary",), kind="captioning", map_location=map_location,
+            give_vocabularies=lambda model, words: model.set_vocabulary(Vocabulary(words)),
+        )  # fmt: skip
 
     def _start_from(self, path: Path) -> None:
         """Take the vocabulary and weights of the captioning checkpoint at `path` (`initial_weights`)."""

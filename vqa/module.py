@@ -132,7 +132,12 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
     @classmethod
     def load(cls, path: str | Path, *, map_location: str | torch.device = "cpu") -> "VqaModule":
         """A trained model from a checkpoint, in eval mode, read as data (`weights_only=True`)."""
-        return load_module(cls, path, required=("question_vocabulary", "answers"), kind="VQA", map_location=map_location)
+        return load_module(
+            cls, path, required=("question_vocabulary", "answers"), kind="VQA", map_location=map_location,
+            give_vocabularies=lambda model, words, answers: model.set_vocabularies(
+                Vocabulary(words), AnswerVocabulary(answers)
+            ),
+        )  # fmt: skip
 
     def set_vocabularies(self, questions: Vocabulary, answers: AnswerVocabulary) -> None:
         """Fix the question words and answer classes and build the networks for them (once)."""
