@@ -91,7 +91,7 @@ class CheckpointSafeCLI(LightningCLI):
         training) left open is torn down with the interpreter, where its threads can end the process with
         "terminate called without an active exception" and a failure exit status after a run that succeeded.
         """
-        show_progress_messages()
+        show_progress_messages(model_class, datamodule_class)
         hide_library_notices()
         try:
             return cls(model_class, datamodule_class, save_config_kwargs={"overwrite": True}, args=args)
@@ -330,11 +330,13 @@ class _LightningNotices(logging.Filter):
         return not (tip or message.startswith("Trainer already configured with model summary callbacks"))
 
 
-def show_progress_messages() -> None:
-    """Let the project's INFO messages (feature cache hits and builds) reach the console."""
+def show_progress_messages(*task_classes: type) -> None:
+    """Let the project's INFO messages (feature cache hits and builds) reach the console: those of the layers below
+    the tasks (core, data) and of the task whose classes (its model and data module) are given."""
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
-    for name in ("captioning", "core", "data", "vqa"):
+    tasks = dict.fromkeys(cls.__module__.partition(".")[0] for cls in task_classes)  # "captioning", in order, once
+    for name in ("core", "data", *tasks):
         logger = logging.getLogger(name)
         logger.setLevel(logging.INFO)
         if not logger.handlers:
