@@ -162,7 +162,10 @@ def load_module(
     hparams.pop("_class_path", None)
     vocabularies = [hparams.pop(name) for name in required]
     model = instantiate_module(cls, hparams)
-    give_vocabularies(model, *vocabularies)
+    try:
+        give_vocabularies(model, *vocabularies)
+    except (TypeError, ValueError) as error:  # not lists of words, or without the special tokens first
+        raise CheckpointError(f"{path} has a {' or '.join(required)} its model cannot take: {error}") from None
     load_weights(model, checkpoint, path)
     return model.eval()
 

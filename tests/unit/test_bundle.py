@@ -214,6 +214,15 @@ def test_compact_loader_refuses_a_checkpoint_missing_decoder_weights(tmp_path):
         CaptioningModule.load(tmp_path / "broken.ckpt")
 
 
+@pytest.mark.parametrize("vocabulary", ["a b c", [1, 2, 3]])
+def test_loader_refuses_a_vocabulary_that_is_not_a_list_of_words_naming_the_file(tmp_path, vocabulary):
+    checkpoint = read_checkpoint(SHAPES_SOFT)
+    checkpoint["hyper_parameters"]["vocabulary"] = vocabulary
+    torch.save(checkpoint, tmp_path / "odd.ckpt")
+    with pytest.raises(ValueError, match=r"odd\.ckpt has a vocabulary its model cannot take: a vocabulary's tokens"):
+        CaptioningModule.load(tmp_path / "odd.ckpt")
+
+
 def test_loader_refuses_missing_encoder_weights_without_the_mark(tmp_path):
     checkpoint = read_checkpoint(FLICKR8K_SOFT)
     del checkpoint[ENCODER_WEIGHTS]
