@@ -11,6 +11,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 from captioning.command import HELP
 from captioning.datamodule import CaptionDataModule
 from captioning.decoder import Read
+from captioning.metrics import configured_backend
 from captioning.module import CaptioningModule
 from captioning.tensorboard import CaptionSamples
 from core.cli import CheckpointSafeCLI
@@ -107,4 +108,8 @@ def image_id_of(path: str) -> int | str:
 
 
 def main(args: list[str] | None = None) -> CaptioningCLI:
+    try:  # a $CAPTION_METRICS_BACKEND of another kind ends the command now, not at its first validation
+        configured_backend()
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
     return CaptioningCLI.main(CaptioningModule, CaptionDataModule, args)

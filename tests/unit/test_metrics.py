@@ -337,3 +337,7 @@ def test_the_environment_chooses_the_backend_of_a_run_that_names_none(monkeypatc
     monkeypatch.setenv(metrics.BACKEND_VARIABLE, "jvm")
     with pytest.raises(ValueError, match="CAPTION_METRICS_BACKEND='jvm': set it to one of auto, java, python"):
         score_captions(REFERENCES, CANDIDATES)
+    from captioning.cli import main  # the command ends at once, before it trains for an epoch
+
+    with pytest.raises(SystemExit, match="^error: CAPTION_METRICS_BACKEND='jvm': set it to one of"):
+        main(["fit", "--config", "configs/captioning/shapes_soft.yaml"])
