@@ -35,6 +35,7 @@ _FLICKR8K_LICENCE = (
     f"terms of use (a research artefact, not for commercial use); {_ENCODER_LICENCE}"
 )
 _SHAPES_OWN_LICENCE = "trained on ShapesWorld scenes this project generates, encoder included (no third-party data or weights)"
+_FLICKR8K_DATA = "Flickr8k: 6000 training photos with 5 captions each, selected on the 1000 validation photos"
 _FLICKR8K_TEST = "Flickr8k test split, 1000 photos, 5 references each; coco-caption scorers"
 
 MODELS: dict[str, PretrainedModel] = {
@@ -44,7 +45,7 @@ MODELS: dict[str, PretrainedModel] = {
             name="flickr8k-soft",
             title="Flickr8k soft",
             file=_HERE / "flickr8k_soft.ckpt",
-            data="Flickr8k: 6000 training photos with 5 captions each, selected on the 1000 validation photos",
+            data=_FLICKR8K_DATA,
             metrics={"BLEU-4": 23.14, "METEOR": 21.10, "CIDEr-D": 61.09},
             evaluated_on=f"{_FLICKR8K_TEST}; beam 5, length penalty 0.5",
             commands=(
@@ -69,7 +70,7 @@ MODELS: dict[str, PretrainedModel] = {
             name="flickr8k-hard",
             title="Flickr8k hard",
             file=_HERE / "flickr8k_hard.ckpt",
-            data="Flickr8k: 6000 training photos with 5 captions each, selected on the 1000 validation photos",
+            data=_FLICKR8K_DATA,
             metrics={"BLEU-4": 21.36, "METEOR": 20.45, "CIDEr-D": 55.48},
             evaluated_on=f"{_FLICKR8K_TEST}; beam 7, length penalty 1.25",
             commands=(
@@ -106,7 +107,7 @@ MODELS: dict[str, PretrainedModel] = {
             name="flickr8k-transformer",
             title="Flickr8k Transformer",
             file=_HERE / "flickr8k_transformer.ckpt",
-            data="Flickr8k: 6000 training photos with 5 captions each, selected on the 1000 validation photos",
+            data=_FLICKR8K_DATA,
             metrics={"BLEU-4": 21.61, "METEOR": 19.94, "CIDEr-D": 53.02},
             evaluated_on=f"{_FLICKR8K_TEST}; beam 5, length penalty 0.5",
             commands=(
