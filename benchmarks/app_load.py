@@ -75,11 +75,13 @@ class Expected:
         import demo
         from captioning.bundled import CAPTION_CHECKPOINTS
         from core.checkpoints import read_checkpoint
+        from vqa.module import VqaModule
 
         words = read_checkpoint(CAPTION_CHECKPOINTS[model])["hyper_parameters"]["vocabulary"]
-        vqa = read_checkpoint(SHAPES_SAN)["hyper_parameters"]
+        vqa = VqaModule.current_hyperparameters(read_checkpoint(SHAPES_SAN)["hyper_parameters"])
         specials = {"<pad>", "<start>", "<end>", "<unk>"}
-        return cls(frozenset(words) - specials, vqa["hops"], min(demo.TOP_ANSWERS, len(vqa["answers"])))
+        hops = vqa["san"]["init_args"]["hops"]
+        return cls(frozenset(words) - specials, hops, min(demo.TOP_ANSWERS, len(vqa["answers"])))
 
     def caption_problem(self, result: object) -> str | None:
         """Why a Caption answer is not what the app promises (`demo.CaptionAnswer`), or None when it is."""

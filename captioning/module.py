@@ -7,6 +7,7 @@ hyper-parameters, so a checkpoint alone is enough for `test`, `predict`, the dem
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import lightning as L
@@ -28,7 +29,7 @@ from core.checkpoints import (
 )
 from core.encoder import EfficientNetLite, Encoder
 from core.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
-from core.hparams import class_config, factory_config, plain_hyperparameters
+from core.hparams import class_config, component_from_flat_options, factory_config, plain_hyperparameters
 from core.map_measures import mass_in_box
 from core.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
@@ -41,16 +42,14 @@ FLAT_DECODER_OPTIONS = (
     "state_from_image", "coordinates", "remember_content", "fast_path",
 )  # fmt: skip
 
-
-def current_hyperparameters(hparams: dict) -> dict:
-    """A checkpoint's hyper-parameters as this version reads them: the flat decoder options of an older
-    checkpoint become `decoder`, a `ShowAttendTell` config (which its weights, under `decoder.`, already fit)."""
-    if "decoder" in hparams:
-        return hparams
-    hparams = dict(hparams)
-    options = {name: hparams.pop(name) for name in FLAT_DECODER_OPTIONS if name in hparams}
-    hparams["decoder"] = {"class_path": "captioning.decoder.ShowAttendTell", "init_args": options}
-    return hparams
+# A checkpoint's hyper-parameters as this version reads them: the flat decoder options of an older checkpoint become
+# `decoder`, a `ShowAttendTell` config (which its weights, under `decoder.`, already fit).
+current_hyperparameters = functools.partial(
+    component_from_flat_options,
+    key="decoder",
+    class_path="captioning.decoder.ShowAttendTell",
+    options=FLAT_DECODER_OPTIONS,
+)
 
 
 class CaptioningModule(FusedAdamClipping, L.LightningModule):

@@ -80,6 +80,18 @@ def factory_config(factory: Any) -> dict[str, Any]:
     return {"class_path": import_path(factory), "init_args": init_args}
 
 
+def component_from_flat_options(hparams: dict[str, Any], *, key: str, class_path: str, options: tuple[str, ...]) -> dict:
+    """A checkpoint's hyper-parameters with the options of a part saved before it became a component (flat, at the
+    top level) gathered under `key` as {"class_path", "init_args"}; the part's weights already sit under `key.`.
+    Hyper-parameters that have `key` are returned as they are."""
+    if key in hparams:
+        return hparams
+    hparams = dict(hparams)
+    init_args = {name: hparams.pop(name) for name in options if name in hparams}
+    hparams[key] = {"class_path": class_path, "init_args": init_args}
+    return hparams
+
+
 def current_class_paths(value: Any) -> Any:
     """`value` (hyper-parameters: nested dicts, lists and strings) with every class path of a moved module
     (`MOVED_MODULES`) replaced by its current one."""

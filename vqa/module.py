@@ -7,6 +7,7 @@ the sizes — is in its hyper-parameters, so a checkpoint alone is enough for `t
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,11 +15,10 @@ import lightning as L
 import torch
 from torch import Tensor
 
-from core.attention import AdditiveScore, Score
 from core.checkpoints import load_module, supply_packaged_encoder
 from core.encoder import EfficientNetLite, Encoder
 from core.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
-from core.hparams import plain_hyperparameters
+from core.hparams import component_from_flat_options, factory_config, plain_hyperparameters
 from core.map_measures import map_entropy, mass_in_boxes
 from core.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
@@ -27,7 +27,21 @@ from vqa.answers import AnswerTargets, AnswerVocabulary, SoftScores
 from vqa.metrics import QuestionRecord, daquar_metrics, vqa_accuracy
 from vqa.question_encoder import LstmQuestionEncoder, QuestionEncoder
 from vqa.questions import user_question_ids
-from vqa.san import SanOutput, StackedAttention
+from vqa.san import SanFactory, SanOutput, StackedAttention
+
+
+# The SAN's options that checkpoints saved before the SAN became a component (`model.san`) hold at the top level of
+# their hyper-parameters, the bundled ones included.
+FLAT_SAN_OPTIONS = (
+    "attention_dim", "hops", "dropout", "score", "classifier_hidden", "feature_dropout",
+    "coordinates", "separate_hops", "read_positions", "question_dropout", "fast_path",
+)  # fmt: skip
+
+# A checkpoint's hyper-parameters as this version reads them: the flat SAN options of an older checkpoint become
+# `san`, a `StackedAttention` config (which its weights, under `san.`, already fit).
+current_hyperparameters = functools.partial(
+    component_from_flat_options, key="san", class_path="vqa.san.StackedAttention", options=FLAT_SAN_OPTIONS
+)
 
 
 @dataclass
@@ -50,27 +64,14 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
             paper's CNN, `ConvQuestionEncoder` (its question_dim is a multiple of 5; the paper's is 640).
         embed_dim: question word embedding size.
         question_dim: d, the question vector's size and the size regions are projected to.
-        attention_dim: hidden size of each attention hop.
-        hops: K, the number of attention layers (2 in the paper; 1 for the ablation).
-        dropout: dropout before the answer classifier.
-        score: the attention score class of every hop (the additive score Show-Attend-Tell uses too, as in the paper).
-        classifier_hidden: a ReLU hidden layer of this size before the answer layer (0, the paper's, for none).
-        feature_dropout: dropout on the image's region vectors before the attention hops (0, the paper's, for
-            none); it curbs learning a small set of training photos by heart (DAQUAR, `docs/results.md`).
-        coordinates: append each region's grid position to its vector (see `StackedAttention`).
-        separate_hops: the classifier reads each hop's context side by side instead of their sum (see
-            `StackedAttention`).
-        read_positions: append each region's grid position after its projection, so every hop's read carries
-            the exact place it looked to the next hop and the classifier (see `StackedAttention`).
-        question_dropout: dropout on the question vector where the answer classifier reads it (0, the paper's,
-            for none; see `StackedAttention`).
+        san: the Stacked Attention Network's class and its own options (`StackedAttention`: hops, sizes, dropouts,
+            score, the fast path), given in YAML as `class_path` and `init_args`; the encoder's feature size and
+            grid, `question_dim` and the number of answers are filled in when the vocabularies are known.
         entropy_weight: weight of the hops' mean attention entropy (nats) added to the loss (0, the paper's, for
             none): a sharpness regulariser, as `SoftAttention(entropy_weight=...)` in captioning. A map spread over
             the whole grid reads an average that still answers "is there a red square?"; "the object to the left
             of the square" needs hop 1 on the square, so that the place it read is the square's. On ShapesWorld-VQA
             it made the maps sharper away from the objects (docs/experiments.md).
-        fast_path: run the attention score's CPU speed-up (`core.fast_path`; the same values, faster); false runs
-            the plain score of `core.attention`. Checkpoints load either way.
         targets: what the classifier is trained towards: `SoftScores` (default) or `MajorityAnswer`.
         learning_rate: Adam learning rate.
         encoder_learning_rate: Adam learning rate of the encoder's trainable blocks (when fine-tuning).
@@ -87,18 +88,8 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         question_model: type[QuestionEncoder] = LstmQuestionEncoder,
         embed_dim: int = 300,
         question_dim: int = 512,
-        attention_dim: int = 512,
-        hops: int = 2,
-        dropout: float = 0.5,
-        score: type[Score] = AdditiveScore,
-        classifier_hidden: int = 0,
-        feature_dropout: float = 0.0,
-        coordinates: bool = False,
-        separate_hops: bool = False,
-        read_positions: bool = False,
-        question_dropout: float = 0.0,
+        san: SanFactory = StackedAttention,
         entropy_weight: float = 0.0,
-        fast_path: bool = True,
         targets: type[AnswerTargets] = SoftScores,
         learning_rate: float = 1e-3,
         encoder_learning_rate: float = 1e-4,
@@ -109,11 +100,12 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         if entropy_weight < 0:
             raise ValueError(f"entropy_weight must be at least 0, got {entropy_weight}")
         self.encoder = encoder if encoder is not None else EfficientNetLite()
-        self.save_hyperparameters(ignore=["encoder"])  # a module: kept as a plain config below
+        self.save_hyperparameters(ignore=["encoder", "san"])  # objects: kept as plain configs below
         self.hparams.update(plain_hyperparameters(
-            dict(self.hparams), encoder=self.encoder, score=score, targets=targets, question_model=question_model
+            dict(self.hparams), encoder=self.encoder, targets=targets, question_model=question_model
         ))
-        self.score = score
+        self.hparams["san"] = factory_config(san)
+        self.make_san = san
         self.question_model = question_model
         self.targets = targets()
         self.question_vocabulary: Vocabulary | None = None
@@ -125,6 +117,8 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         # evaluation records by question index, gathered across processes at the end of the epoch
         self._answers: dict[int, str] = {}
         self._correctness: dict[int, Tensor] = {}
+
+    current_hyperparameters = staticmethod(current_hyperparameters)  # how older checkpoints' options are read now
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         supply_packaged_encoder(self, checkpoint)  # a compact checkpoint's encoder weights come from the package
@@ -152,23 +146,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         self.question_encoder = self.question_model(
             vocab_size=len(questions), embed_dim=h.embed_dim, hidden_dim=h.question_dim, pad_id=questions.pad_id
         )
-        self.san = StackedAttention(
-            feature_dim=self.encoder.feature_dim,
-            question_dim=h.question_dim,
-            attention_dim=h.attention_dim,
-            grid_shape=self.encoder.grid_shape,
-            num_answers=len(answers),
-            hops=h.hops,
-            dropout=h.dropout,
-            score=self.score,
-            classifier_hidden=h.classifier_hidden,
-            feature_dropout=h.feature_dropout,
-            coordinates=h.coordinates,
-            separate_hops=h.separate_hops,
-            read_positions=h.read_positions,
-            question_dropout=h.question_dropout,
-            fast_path=h.fast_path,
-        )
+        self.san = self.make_san(self.encoder.feature_dim, h.question_dim, self.encoder.grid_shape, len(answers))
 
     def target_of(self, sample: VqaSample, *, answers: AnswerVocabulary) -> Tensor:
         """(A,) the training target of one question."""

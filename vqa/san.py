@@ -21,6 +21,7 @@ default) the additive score takes its CPU speed-up (`core.fast_path`), the same 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -38,13 +39,17 @@ class SanOutput:
 class StackedAttention(nn.Module):
     """K attention hops over the image grid, then the answer classifier.
 
+    The first four arguments come from the encoder, the question model and the answer classes (`VqaModule` gives
+    them once the data is known); the keyword-only ones are the network's own options, set in a config under
+    `model.san` (`--model.san.hops 1`).
+
     Args:
         feature_dim: D, size of the CNN's annotation vectors.
         question_dim: d, size of the question vector; the image regions are projected to it.
-        attention_dim: hidden size of each hop's score (the paper's 512).
         grid_shape: (rows, columns) of the encoder's grid: L = rows * columns regions per image (the grid
             positions and location-based scores need them).
         num_answers: number of answer classes.
+        attention_dim: hidden size of each hop's score (the paper's 512).
         hops: K, the number of attention layers (the paper's best is 2; 1 is the ablation).
         dropout: dropout before the classifier (the paper's 0.5).
         score: the attention score class of every hop.
@@ -76,12 +81,12 @@ class StackedAttention(nn.Module):
 
     def __init__(
         self,
-        *,
         feature_dim: int,
         question_dim: int,
-        attention_dim: int = 512,
         grid_shape: tuple[int, int],
         num_answers: int,
+        *,
+        attention_dim: int = 512,
         hops: int = 2,
         dropout: float = 0.5,
         score: type[Score] = AdditiveScore,
@@ -145,3 +150,8 @@ class StackedAttention(nn.Module):
         # (B, (K + 1) d) side by side, or (B, d) their sum: u^K, with u^0 as the classifier reads it
         read_out = torch.cat(reads, dim=-1) if self.separate_hops else sum(reads)
         return SanOutput(self.classifier(read_out), torch.stack(maps, dim=1))
+
+
+SanFactory = Callable[[int, int, tuple[int, int], int], StackedAttention]
+"""`StackedAttention`, or a `functools.partial` of it with its options set, called as (feature_dim, question_dim,
+grid_shape, num_answers) once the vocabularies are known. In YAML: `san: {class_path: ..., init_args: {...}}`."""

@@ -30,7 +30,7 @@ TINY_SHAPES = [
 # the models' sizes: the captioning decoder's are its own options, the SAN's the module's
 TINY_MODEL = {
     "captioning": ["--model.decoder.embed_dim=8", "--model.decoder.attention_dim=8"],
-    "vqa": ["--model.embed_dim=8", "--model.attention_dim=8"],
+    "vqa": ["--model.embed_dim=8", "--model.san.attention_dim=8"],
 }
 
 
@@ -93,7 +93,7 @@ def test_a_captioning_run_shows_captions_and_word_attention(tmp_path: Path) -> N
 def test_a_vqa_run_shows_questions_answers_and_every_hop(tmp_path: Path) -> None:
     from data.shapes_vqa import ShapesWorldVqa
 
-    folder = fit("vqa", VQA_CONFIGS / "shapes_san.yaml", tmp_path, "--model.question_dim=8", "--model.classifier_hidden=8")
+    folder = fit("vqa", VQA_CONFIGS / "shapes_san.yaml", tmp_path, "--model.question_dim=8", "--model.san.classifier_hidden=8")
     events = tensorboard_events(folder)
     assert {"val/accuracy", "val/attention_correctness/hop2"} <= set(events.Tags()["scalars"])
     questions = ShapesWorldVqa(**SIZES).questions("val")[:SHOWN]

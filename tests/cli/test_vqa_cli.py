@@ -2,6 +2,7 @@
 and predict from the checkpoint alone, with the official results format (the DAQUAR config's runs:
 test_vqa_daquar_cli.py)."""
 
+import functools
 import json
 import math
 import re
@@ -126,9 +127,11 @@ def test_cli_tests_a_compact_checkpoint_as_it_tests_the_full_one(tmp_path):
 
 def test_vqa_model_answers_a_typed_question_with_top_answers_and_hop_maps(tmp_path):
     from vqa.module import VqaModule
+    from vqa.san import StackedAttention
 
     model = VqaModule(question_vocabulary=["<pad>", "<start>", "<end>", "<unk>", "what", "colour"],
-                      answers=["red", "blue", "green"], question_dim=16, attention_dim=8, embed_dim=8).eval()
+                      answers=["red", "blue", "green"], question_dim=16, embed_dim=8,
+                      san=functools.partial(StackedAttention, attention_dim=8)).eval()
     image = torch.randn(3, 224, 224)
     answered = model.answer(image, "What colour?", top=5)
     assert [a for a, _ in answered.answers] and len(answered.answers) == 3

@@ -50,7 +50,7 @@ def test_daquar_config_trains_on_mirror_images_and_reports_wups(tmp_path):
         assert 0.0 <= metrics[name] <= 1.0, name
     assert metrics["val/wups@0.0"] >= metrics["val/wups@0.9"] >= metrics["val/set_accuracy"]
     checkpoint = torch.load(next(run_dir.rglob("last.ckpt")), weights_only=True)
-    assert checkpoint["hyper_parameters"]["feature_dropout"] == 0.3  # the config's setting reaches the model
+    assert checkpoint["hyper_parameters"]["san"]["init_args"]["feature_dropout"] == 0.3  # the config's setting reaches the model
 
     records = (tmp_path / "cache").glob("*.json")
     cached = {json.loads(path.read_text())["key"]["split"]: path.with_suffix(".npy") for path in records}
@@ -104,7 +104,7 @@ def test_photos_read_at_their_own_aspect_ratio_give_a_rectangular_grid_from_fit_
 
     from vqa.module import VqaModule
 
-    run_dir = fit_daquar(tmp_path, "--model.encoder.init_args.image_size=[96, 128]", "--model.coordinates=true")
+    run_dir = fit_daquar(tmp_path, "--model.encoder.init_args.image_size=[96, 128]", "--model.san.coordinates=true")
     records = [json.loads(path.read_text()) for path in (tmp_path / "cache").glob("*.json")]
     assert records and all(record["num_locations"] == 12 for record in records)
     assert all("image_size=96x128" in record["key"]["encoder"] for record in records)

@@ -124,7 +124,7 @@ def test_every_bundled_vqa_model_answers_in_its_answers_with_one_map_per_hop(nam
         answered = model.answer(model.encoder.transform()(coffee), question)
     assert len(answered.answers) == 5 and sum(p for _, p in answered.answers) <= 1 + 1e-6
     assert {answer for answer, _ in answered.answers} <= set(model.hparams.answers)
-    assert answered.weights.shape == (model.hparams.hops, model.encoder.num_locations)
+    assert answered.weights.shape == (len(model.san.hops), model.encoder.num_locations)
 
 
 def full_checkpoint(model: CaptioningModule, path: Path) -> Path:

@@ -17,7 +17,6 @@ from captioning.objectives import HardAttention, SoftAttention
 from captioning.search import beam_search, greedy_search
 import core.fast_path
 from core.attention import AdditiveScore, DotScore, GeneralScore
-from vqa.module import VqaModule
 from vqa.san import StackedAttention
 
 PAD, START, END = 0, 1, 2
@@ -169,9 +168,9 @@ def test_san_same_answers_and_gradients():
     assert_same_gradients(gradients, fast_gradients)
 
 
-@pytest.mark.parametrize("module", [ShowAttendTell, VqaModule])
+@pytest.mark.parametrize("module", [ShowAttendTell, StackedAttention])
 def test_the_models_take_the_flag_on_by_default(module):
-    """`--model.decoder.fast_path false` (captioning) and `--model.fast_path false` (VQA) on the command line;
+    """`--model.decoder.fast_path false` (captioning) and `--model.san.fast_path false` (VQA) on the command line;
     checkpoints saved before the flag existed load with it on."""
     parameter = inspect.signature(module).parameters["fast_path"]
     assert parameter.default is True and parameter.kind is inspect.Parameter.KEYWORD_ONLY

@@ -1,6 +1,8 @@
 """benchmarks/hop_regions.py: per family, each hop's mass in each ground-truth region, checked on a model whose
 every hop attends uniformly, where the mass inside a box is the box's share of the image."""
 
+import functools
+
 import torch
 from torch import nn
 
@@ -10,7 +12,7 @@ from data.shapes_vqa import ShapesWorldVqa
 from data.vocabulary import Vocabulary
 from vqa.answers import AnswerVocabulary
 from vqa.module import VqaModule
-from vqa.san import SanOutput
+from vqa.san import SanOutput, StackedAttention
 
 
 class UniformHops(nn.Module):
@@ -29,7 +31,8 @@ def test_uniform_hops_put_each_regions_area_in_it():
     dataset = ShapesWorldVqa(train_size=0, val_size=0, test_size=12, heldout_size=0)
     questions = dataset.questions("test")
     answers = sorted({q.answer for q in questions})
-    model = VqaModule(encoder=EfficientNetLite(variant=0, image_size=64), embed_dim=8, question_dim=6, attention_dim=5)
+    model = VqaModule(encoder=EfficientNetLite(variant=0, image_size=64), embed_dim=8, question_dim=6,
+                       san=functools.partial(StackedAttention, attention_dim=5))
     model.set_vocabularies(Vocabulary.build(q.question for q in questions), AnswerVocabulary(answers))
     model.san = UniformHops(len(answers))
     got = measure(model.eval(), dataset, "test")

@@ -272,11 +272,12 @@ def test_overlay_writer_in_predict(tmp_path, caption_checkpoint, photos):
 @pytest.fixture(scope="module")
 def vqa_checkpoint(tmp_path_factory) -> Path:
     from vqa.module import VqaModule
+    from vqa.san import StackedAttention
 
     torch.manual_seed(0)
     model = VqaModule(
         question_vocabulary=SPECIALS + ["what", "colour", "is", "the", "circle"], answers=["red", "blue", "yes", "no"],
-        embed_dim=8, question_dim=8, attention_dim=8,
+        embed_dim=8, question_dim=8, san=partial(StackedAttention, attention_dim=8),
     )
     path = tmp_path_factory.mktemp("vqa") / "tiny.ckpt"
     torch.save({"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams)}, path)

@@ -1,6 +1,8 @@
 """The SAN's attention entropy term: the training loss is the answer loss plus the weight times the hops' mean
 map entropy, computed here by hand."""
 
+import functools
+
 import pytest
 import torch
 
@@ -8,11 +10,13 @@ from core.encoder import EfficientNetLite
 from data.vocabulary import Vocabulary
 from vqa.answers import AnswerVocabulary
 from vqa.module import VqaModule
+from vqa.san import StackedAttention
 
 
 def _module(entropy_weight: float) -> VqaModule:
     model = VqaModule(
-        encoder=EfficientNetLite(variant=0, image_size=64), embed_dim=8, question_dim=6, attention_dim=5,
+        encoder=EfficientNetLite(variant=0, image_size=64), embed_dim=8, question_dim=6,
+        san=functools.partial(StackedAttention, attention_dim=5),
         entropy_weight=entropy_weight,
     )
     model.set_vocabularies(Vocabulary([*Vocabulary.SPECIALS, "what", "colour"]), AnswerVocabulary(["red", "blue", "yes"]))

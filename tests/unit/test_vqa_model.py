@@ -1,5 +1,6 @@
 """The VQA model: the SAN equations by hand, the question models (LSTM and CNN), answer targets, odd questions."""
 
+import functools
 import math
 
 import pytest
@@ -168,3 +169,30 @@ def test_feature_dropout_drops_region_values_in_training_only():
     assert 0 < int(zeroed.sum()) < features.numel()
     assert torch.allclose(projected[~zeroed], features[~zeroed] / 0.5)
     assert torch.allclose(dropped, plain(projected, question).logits, atol=1e-6)  # the rest of the network as before
+
+
+def test_checkpoints_saved_with_the_san_options_at_the_top_still_load(tmp_path):
+    """Before the SAN was a component (`model.san`) its options stood beside the encoder's (the bundled checkpoints):
+    they are read as the SAN's, and the weights land where they were."""
+    from core.encoder import LocalCNN
+    from vqa.module import VqaModule
+
+    torch.manual_seed(0)
+    model = VqaModule(
+        encoder=LocalCNN(image_size=32, widths=(4,), feature_dim=4), question_vocabulary=[*Vocabulary.SPECIALS, "what"],
+        answers=["red", "blue"], embed_dim=4, question_dim=6,
+        san=functools.partial(StackedAttention, attention_dim=5, hops=1, classifier_hidden=3),
+    )
+    flat = {key: value for key, value in model.hparams.items() if key != "san"}
+    flat.update(attention_dim=5, hops=1, classifier_hidden=3, score="captioning.attention.AdditiveScore")
+    path = tmp_path / "old.ckpt"
+    torch.save({"state_dict": model.state_dict(), "hyper_parameters": flat}, path)
+    loaded = VqaModule.load(path)
+    assert loaded.hparams["san"]["class_path"] == "vqa.san.StackedAttention"
+    assert {k: loaded.hparams["san"]["init_args"][k] for k in ("attention_dim", "hops", "classifier_hidden")} == {
+        "attention_dim": 5, "hops": 1, "classifier_hidden": 3
+    }
+    assert loaded.hparams["san"]["init_args"]["score"] == "core.attention.AdditiveScore"  # its moved path, read now
+    assert len(loaded.san.hops) == 1
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(loaded.state_dict()[name], tensor)
