@@ -13,6 +13,17 @@ if TYPE_CHECKING:
 
 __all__ = ["Captioner"]
 
+# Modules whose classes moved when the shared core was split out of `captioning`: checkpoints trained before record
+# the old import paths in their hyper-parameters (`captioning.encoder.EfficientNetLite`), and still load
+# (`core.hparams.current_class_paths`, which reads this through the entry point in pyproject.toml).
+MOVED_MODULES = {
+    "captioning.attention": "core.attention",
+    "captioning.encoder": "core.encoder",
+    "captioning.reading": "captioning.decoder",
+    "captioning.hard_attention": "captioning.objectives",
+    "captioning.losses": "captioning.objectives",
+}
+
 
 def __getattr__(name: str) -> Any:
     """`captioning.Captioner`, imported on first use: `import captioning` (which every `python -m captioning...`

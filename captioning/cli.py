@@ -25,8 +25,6 @@ class CaptioningCLI(CheckpointSafeCLI):
     `--length_penalty`, `--no_repeat_ngram_size` and `--complete_phrases` of the beam search. A few validation
     images with their captions and attention go to TensorBoard every validation epoch (`--tensorboard.count`)."""
 
-    checkpoint_kind = "captioning"
-    checkpoint_required = ("vocabulary",)
     command_help = HELP
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:

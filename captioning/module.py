@@ -21,6 +21,7 @@ from captioning.search import Generated, beam_search
 from captioning.self_critical import SelfCritical
 from core.checkpoints import (
     CheckpointError,
+    CheckpointKind,
     check_kind,
     load_module,
     load_weights,
@@ -34,6 +35,10 @@ from core.map_measures import mass_in_box
 from core.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 
+
+# What this task's checkpoints are called and what they all hold; declared to `core.checkpoints` as an entry point
+# (pyproject.toml), so that a captioning checkpoint given to another task is refused by name.
+CHECKPOINT_KIND = CheckpointKind(name="captioning", command="python -m captioning", required=("vocabulary",))
 
 # The decoder's options that checkpoints saved before the decoder became a component (`model.decoder`) hold at the
 # top level of their hyper-parameters, the bundled ones included.
@@ -130,6 +135,7 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         self._generated: dict[int, str] = {}
         self._correctness: dict[int, Tensor] = {}
 
+    checkpoint_kind = CHECKPOINT_KIND
     current_hyperparameters = staticmethod(current_hyperparameters)  # how older checkpoints' options are read now
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
@@ -140,7 +146,7 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         """A trained model from a checkpoint, in eval mode. The file is read as data (`weights_only=True`):
         a checkpoint that needs pickled code to load is refused."""
         return load_module(
-            cls, path, required=("vocabulary",), kind="captioning", map_location=map_location,
+            cls, path, map_location=map_location,
             give_vocabularies=lambda model, words: model.set_vocabulary(Vocabulary(words)),
         )  # fmt: skip
 
@@ -152,7 +158,7 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
                 "from there, or give --model.initial_weights the checkpoint's path"
             )
         checkpoint = read_checkpoint(path)
-        check_kind(checkpoint, path, required=("vocabulary",), kind="captioning")
+        check_kind(checkpoint, path, CHECKPOINT_KIND)
         theirs = checkpoint["hyper_parameters"].get("encoder") or {}
         ours = class_config(self.encoder)
         same_class = theirs.get("class_path", ours["class_path"]) == ours["class_path"]

@@ -31,8 +31,8 @@ from core.checkpoints import (
     ENCODER_WEIGHTS,
     CheckpointError,
     Loadable,
+    CheckpointKind,
     current_hyperparameters,
-    kind_of,
     read_checkpoint,
     write_checkpoint,
 )
@@ -102,13 +102,14 @@ def average_checkpoints(checkpoints: Sequence[dict[str, Any]], weights: Sequence
     return averaged
 
 
-def check_same_model(checkpoints: Sequence[dict[str, Any]], paths: Sequence[Path]) -> None:
-    """Raise CheckpointError, naming the file, when a checkpoint is not of the same model as the first."""
+def check_same_model(checkpoints: Sequence[dict[str, Any]], paths: Sequence[Path], kind: CheckpointKind) -> None:
+    """Raise CheckpointError, naming the file, when a checkpoint is not of `kind`, or not of the same model as the
+    first."""
     reference, reference_path = checkpoints[0], paths[0]
-    kind = kind_of(reference.get("hyper_parameters") or {})
+    for checkpoint, path in zip(checkpoints, paths):
+        if not kind.describes(checkpoint.get("hyper_parameters") or {}):
+            raise CheckpointError(f"{path} is not a {kind.name} checkpoint: only {kind.name} checkpoints average here")
     for checkpoint, path in zip(checkpoints[1:], paths[1:]):
-        if kind_of(checkpoint.get("hyper_parameters") or {}) != kind:
-            raise CheckpointError(f"{path} is not a {kind} checkpoint like {reference_path}: they cannot be averaged")
         ours, theirs = reference.get("hyper_parameters", {}), checkpoint.get("hyper_parameters", {})
         for name in sorted((ours.keys() | theirs.keys()) - TRAINING_SETTINGS):
             if model_defining(ours.get(name)) != model_defining(theirs.get(name)):
@@ -147,7 +148,7 @@ def average(
     for checkpoint, path in zip(checkpoints, sources):
         if "state_dict" not in checkpoint:
             raise CheckpointError(f"{path} holds no model weights (no 'state_dict'): give a training checkpoint")
-    check_same_model(checkpoints, sources)
+    check_same_model(checkpoints, sources, model_class.checkpoint_kind)
     averaged = average_checkpoints(checkpoints, weights)
     averaged["averaged_from"] = [
         {"path": str(path), "epoch": c.get("epoch"), "global_step": c.get("global_step"), "weight": float(w)}

@@ -18,6 +18,8 @@ import os
 import pickle
 import re
 import uuid
+from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, TypeVar
 
@@ -34,8 +36,40 @@ from core.hparams import current_class_paths
 M = TypeVar("M", bound=L.LightningModule)
 
 
+# The entry-point group (pyproject.toml) where each task declares its `CheckpointKind`, so that the checks here can
+# name the kind of a checkpoint given to the wrong task without this package naming or importing any task.
+KIND_ENTRY_POINTS = "visual_attention.checkpoint_kinds"
+
+
+@dataclass(frozen=True)
+class CheckpointKind:
+    """A task's kind of checkpoint, as the task declares it.
+
+    Args:
+        name: what messages call it ("a captioning checkpoint").
+        command: the command that takes it ("python -m captioning").
+        required: the hyper-parameters every checkpoint of this kind has (its vocabularies): they tell the kinds
+            apart, and a file without them is refused.
+    """
+
+    name: str
+    command: str
+    required: tuple[str, ...]
+
+    def describes(self, hparams: dict[str, Any]) -> bool:
+        return all(hparams.get(name) for name in self.required)
+
+
+def installed_kinds() -> list[CheckpointKind]:
+    """The kinds the installed tasks declare (entry points of group `KIND_ENTRY_POINTS`), each task's module loaded
+    only now; none where the project runs without being installed."""
+    return [entry.load() for entry in entry_points(group=KIND_ENTRY_POINTS)]
+
+
 class Loadable(Protocol):
     """A LightningModule class of the project: it rebuilds a model from one of its checkpoints."""
+
+    checkpoint_kind: CheckpointKind
 
     @classmethod
     def load(cls, path: str | Path) -> L.LightningModule: ...
@@ -104,18 +138,18 @@ def write_checkpoint(checkpoint: dict[str, Any], path: str | Path) -> None:
     _sync_folder(path.parent)
 
 
-def check_kind(checkpoint: dict[str, Any], path: str | Path, *, required: tuple[str, ...], kind: str) -> None:
-    """Refuse a checkpoint that is not of the `kind` of model whose hyper-parameters include `required`
-    (its vocabularies): a VQA checkpoint given to captioning, a captioning one given to VQA, bare weights."""
+def check_kind(checkpoint: dict[str, Any], path: str | Path, kind: CheckpointKind) -> None:
+    """Refuse a checkpoint that is not of `kind`: a VQA checkpoint given to captioning, a captioning one given to
+    VQA (named by the kind it is, from the installed tasks' `CheckpointKind`s), bare weights."""
     hparams = checkpoint.get("hyper_parameters") or {}
-    if any(not hparams.get(name) for name in required) or "state_dict" not in checkpoint:
-        other = kind_of(hparams)
+    if not kind.describes(hparams) or "state_dict" not in checkpoint:
+        other = next((other for other in installed_kinds() if other.describes(hparams)), None)
         reason = (
-            f"it is a {other} one: give it to `python -m {other.lower()}`"
+            f"it is a {other.name} one: give it to `{other.command}`"
             if other not in (None, kind)
-            else f"no {' or '.join(required)} or no weights"
+            else f"no {' or '.join(kind.required)} or no weights"
         )
-        raise CheckpointError(f"{path} is not a {kind} checkpoint ({reason})")
+        raise CheckpointError(f"{path} is not a {kind.name} checkpoint ({reason})")
 
 
 def check_weights_fit(model: torch.nn.Module, checkpoint: dict[str, Any], path: str | Path) -> None:
@@ -142,21 +176,19 @@ def load_module(
     cls: type[M],
     path: str | Path,
     *,
-    required: tuple[str, ...],
-    kind: str,
     give_vocabularies: Callable[..., None],
     map_location="cpu",
 ) -> M:
     """A `cls` model rebuilt from the checkpoint's hyper-parameters and weights, in eval mode.
 
-    `required` names the hyper-parameters every `cls` checkpoint has (its vocabularies); a checkpoint
-    without them is another kind of model and is refused with a message naming `kind`. The model is built without
-    them, then `give_vocabularies(model, *their values)` hands them over (as a training run's data does): Lightning's
+    A checkpoint of another kind than `cls.checkpoint_kind` is refused, naming the kind it is. The hyper-parameters
+    that kind requires are the model's vocabularies: the model is built without them, then `give_vocabularies(model, *their values)` hands them over (as a training run's data does): Lightning's
     `instantiate_module` checks a list through jsonargparse, which copies the whole list for each of its items, and
     that made a Flickr8k model (2535 words) load in 4.0 s instead of 0.36 s (docs/performance.md).
     """
     checkpoint = read_checkpoint(path, map_location=map_location)
-    check_kind(checkpoint, path, required=required, kind=kind)
+    required = cls.checkpoint_kind.required
+    check_kind(checkpoint, path, cls.checkpoint_kind)
     hparams = current_hyperparameters(cls, dict(checkpoint["hyper_parameters"]))
     hparams.pop("_instantiator", None)
     hparams.pop("_class_path", None)
@@ -225,15 +257,6 @@ def _names(names: list[str], shown: int = 5) -> str:
     """'a, b, c' or 'a, b, c, d, e and 7 more': weight names for an error message."""
     rest = len(names) - shown
     return ", ".join(names[:shown]) + (f" and {rest} more" if rest > 0 else "")
-
-
-def kind_of(hparams: dict[str, Any]) -> str | None:
-    """Which of the project's models hyper-parameters describe, from their vocabularies."""
-    if hparams.get("question_vocabulary") and hparams.get("answers"):
-        return "VQA"
-    if hparams.get("vocabulary"):
-        return "captioning"
-    return None
 
 
 def _code_named(error: BaseException) -> str | None:

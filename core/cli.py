@@ -25,7 +25,7 @@ from core.checkpoints import (
     with_safe_checkpoint_io,
 )
 from core.command_help import SUBCOMMANDS, WIDTH, CommandHelp
-from core.hparams import MOVED_MODULES
+from core.hparams import moved_modules
 from core.precision import precision_for
 from core.progress import CountedModelSummary, training_progress_bar
 from core.resume import RandomState
@@ -45,7 +45,7 @@ class CheckpointSafeCLI(LightningCLI):
 
     * every subcommand starts from `TRAINER_BASE` (configs/trainer.yaml), whose logger writes to the run folder,
       `trainer.default_root_dir`, unless its `save_dir` is given;
-    * a `--ckpt_path` file is read as data and must be a checkpoint of `checkpoint_kind`, whose weights fit the
+    * a `--ckpt_path` file is read as data and must be a checkpoint of the model's `checkpoint_kind`, whose weights fit the
       model its hyper-parameters build; otherwise a CheckpointError names the file, before anything runs;
     * the Trainer reads and writes checkpoints with `SafeCheckpointIO` (as data, atomically, never NaN weights)
       unless the config names a CheckpointIO plugin;
@@ -59,8 +59,6 @@ class CheckpointSafeCLI(LightningCLI):
       precision is Lightning's float32, so a run does not depend on a timing.
     """
 
-    checkpoint_kind: str  # "captioning", "VQA": set by each task's CLI
-    checkpoint_required: tuple[str, ...]  # the hyper-parameters every checkpoint of that kind has
     command_help: CommandHelp  # what `--help` says: the task's description, subcommands and configs
 
     def __init__(
@@ -120,7 +118,7 @@ class CheckpointSafeCLI(LightningCLI):
         if not (path and Path(path).is_file()):
             return
         checkpoint = read_checkpoint(path)
-        check_kind(checkpoint, path, required=self.checkpoint_required, kind=self.checkpoint_kind)
+        check_kind(checkpoint, path, self.model_class.checkpoint_kind)
         self._checkpoint = (path, checkpoint)
         hparams = current_hyperparameters(self.model_class, dict(checkpoint.get("hyper_parameters") or {}))
         hparams.pop("_instantiator", None)
@@ -269,15 +267,16 @@ class RunFolderParser(LightningArgumentParser):
 
 def moved_class_message(error: str) -> str | None:
     """The line that tells where the classes went, when `error` (a failed import or a parser's complaint) names a
-    class by a path of `MOVED_MODULES`; None otherwise."""
+    class by a path of `moved_modules()`; None otherwise."""
     def named(path: str) -> bool:  # as an import path, or as the attribute a package lacks
         package, _, module = path.rpartition(".")
         return path in error or f"module '{package}' has no attribute '{module}'" in error
 
-    old = [path for path in MOVED_MODULES if named(path)]
+    moved = moved_modules()
+    old = [path for path in moved if named(path)]
     if not old:
         return None
-    moves = ", ".join(f"{path}.* is now {MOVED_MODULES[path]}.*" for path in old)
+    moves = ", ".join(f"{path}.* is now {moved[path]}.*" for path in old)
     return f"error: a config or option names a class by a path that moved: {moves}"
 
 

@@ -10,17 +10,22 @@ from __future__ import annotations
 
 import functools
 import inspect
+from importlib.metadata import entry_points
 from typing import Any
 
-# Modules whose classes moved when the shared core was split out of `captioning`: checkpoints trained before
-# record the old import paths in their hyper-parameters (`captioning.encoder.EfficientNetLite`), and still load.
-MOVED_MODULES = {
-    "captioning.attention": "core.attention",
-    "captioning.encoder": "core.encoder",
-    "captioning.reading": "captioning.decoder",
-    "captioning.hard_attention": "captioning.objectives",
-    "captioning.losses": "captioning.objectives",
-}
+# The entry-point group (pyproject.toml) where a task declares the modules whose classes moved since its older
+# checkpoints were saved, as {old module path: current one}: such checkpoints record the old import paths in their
+# hyper-parameters, and still load.
+MOVED_ENTRY_POINTS = "visual_attention.moved_modules"
+
+
+@functools.cache
+def moved_modules() -> dict[str, str]:
+    """{old module path: current one}, of every installed task (`MOVED_ENTRY_POINTS`)."""
+    moves: dict[str, str] = {}
+    for entry in entry_points(group=MOVED_ENTRY_POINTS):
+        moves.update(entry.load())
+    return moves
 
 
 def import_path(cls: type) -> str:
@@ -94,13 +99,14 @@ def component_from_flat_options(hparams: dict[str, Any], *, key: str, class_path
 
 def current_class_paths(value: Any) -> Any:
     """`value` (hyper-parameters: nested dicts, lists and strings) with every class path of a moved module
-    (`MOVED_MODULES`) replaced by its current one."""
+    (`moved_modules`) replaced by its current one."""
     if isinstance(value, dict):
         return {key: current_class_paths(item) for key, item in value.items()}
     if isinstance(value, list):
         return [current_class_paths(item) for item in value]
     if isinstance(value, str) and "." in value:
         module, _, name = value.rpartition(".")
-        if module in MOVED_MODULES:
-            return f"{MOVED_MODULES[module]}.{name}"
+        moves = moved_modules()
+        if module in moves:
+            return f"{moves[module]}.{name}"
     return value

@@ -36,9 +36,7 @@ class VqaCLI(CheckpointSafeCLI):
     `--writer.*`, and a few validation questions with their answers and attention in TensorBoard every validation
     epoch (`--tensorboard.count`)."""
 
-    checkpoint_kind = "VQA"
     command_help = HELP
-    checkpoint_required = ("question_vocabulary", "answers")
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_lightning_class_args(AnswerResultsWriter, "writer")

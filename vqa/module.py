@@ -15,7 +15,7 @@ import lightning as L
 import torch
 from torch import Tensor
 
-from core.checkpoints import load_module, supply_packaged_encoder
+from core.checkpoints import CheckpointKind, load_module, supply_packaged_encoder
 from core.encoder import EfficientNetLite, Encoder
 from core.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
 from core.hparams import component_from_flat_options, factory_config, plain_hyperparameters
@@ -29,6 +29,10 @@ from vqa.question_encoder import LstmQuestionEncoder, QuestionEncoder
 from vqa.questions import user_question_ids
 from vqa.san import SanFactory, SanOutput, StackedAttention
 
+
+# What this task's checkpoints are called and what they all hold; declared to `core.checkpoints` as an entry point
+# (pyproject.toml), so that a VQA checkpoint given to another task is refused by name.
+CHECKPOINT_KIND = CheckpointKind(name="VQA", command="python -m vqa", required=("question_vocabulary", "answers"))
 
 # The SAN's options that checkpoints saved before the SAN became a component (`model.san`) hold at the top level of
 # their hyper-parameters, the bundled ones included.
@@ -118,6 +122,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         self._answers: dict[int, str] = {}
         self._correctness: dict[int, Tensor] = {}
 
+    checkpoint_kind = CHECKPOINT_KIND
     current_hyperparameters = staticmethod(current_hyperparameters)  # how older checkpoints' options are read now
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
@@ -127,7 +132,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
     def load(cls, path: str | Path, *, map_location: str | torch.device = "cpu") -> "VqaModule":
         """A trained model from a checkpoint, in eval mode, read as data (`weights_only=True`)."""
         return load_module(
-            cls, path, required=("question_vocabulary", "answers"), kind="VQA", map_location=map_location,
+            cls, path, map_location=map_location,
             give_vocabularies=lambda model, words, answers: model.set_vocabularies(
                 Vocabulary(words), AnswerVocabulary(answers)
             ),

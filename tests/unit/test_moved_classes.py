@@ -9,7 +9,8 @@ import torch
 from captioning.bundled import FLICKR8K_HARD
 from captioning.cli import main
 from core.checkpoints import read_checkpoint
-from core.hparams import MOVED_MODULES, current_class_paths
+from captioning import MOVED_MODULES
+from core.hparams import current_class_paths, moved_modules
 from tests.helpers import CAPTIONING_CONFIGS
 
 
@@ -30,6 +31,7 @@ def test_old_class_paths_become_current_ones_wherever_they_stand():
     }
     for old, new in MOVED_MODULES.items():  # every new home exists
         __import__(new)
+    assert moved_modules() == MOVED_MODULES  # declared to core through the entry point (pyproject.toml)
 
 
 def test_a_checkpoint_that_records_old_paths_is_read_with_the_current_ones():

@@ -1,0 +1,74 @@
+"""The layers: data <- core <- captioning, vqa <- demo.py. A package imports only the layers below it, and the shared
+core names no task: what is a task's own (its checkpoint kind, its moved modules, its bundle settings) the task
+declares (pyproject.toml's entry points, `core.bundle.Setting`)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from core.checkpoints import installed_kinds
+from core.hparams import moved_modules
+
+REPO = Path(__file__).resolve().parents[2]
+TASKS = ("captioning", "vqa")
+# what each package may import of the project
+ALLOWED = {"data": {"data"}, "core": {"core", "data"}, "captioning": {"core", "data", "captioning"},
+           "vqa": {"core", "data", "vqa"}}  # fmt: skip
+
+
+def imported(tree: ast.AST) -> set[str]:
+    """The top-level packages a module imports (at any depth: function-level imports count)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.partition(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.partition(".")[0])
+    return names
+
+
+def docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring nodes of a module, its classes and functions."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_each_package_imports_only_the_layers_below_it(package):
+    project = {*ALLOWED, "demo", "benchmarks", "tests"}
+    wrong = {
+        f"{path.relative_to(REPO)} imports {name}"
+        for path in sorted((REPO / package).rglob("*.py"))
+        for name in imported(ast.parse(path.read_text(encoding="utf-8")))
+        if name in project and name not in ALLOWED[package]
+    }
+    assert not wrong
+
+
+def test_the_core_names_no_task_outside_its_docstrings():
+    named = []
+    for path in sorted((REPO / "core").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+                if any(task in node.value.lower() for task in TASKS):
+                    named.append(f"{path.relative_to(REPO)}:{node.lineno} {node.value!r}")
+    assert not named
+
+
+def test_each_task_declares_its_checkpoint_kind_and_moved_modules_to_the_core():
+    from captioning import MOVED_MODULES
+    from captioning.module import CaptioningModule
+    from vqa.module import VqaModule
+
+    assert installed_kinds() == [CaptioningModule.checkpoint_kind, VqaModule.checkpoint_kind]
+    assert moved_modules() == MOVED_MODULES
