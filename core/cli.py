@@ -44,7 +44,7 @@ class CheckpointSafeCLI(LightningCLI):
     """LightningCLI for the project's models, with its checkpoint rules in every subcommand:
 
     * every subcommand starts from `TRAINER_BASE` (configs/trainer.yaml), whose logger writes to the run folder,
-      `trainer.default_root_dir`, unless its `save_dir` is given;
+      `trainer.default_root_dir`, unless its `save_dir` is given, then from the task's base (configs/TASK.yaml);
     * a `--ckpt_path` file is read as data and must be a checkpoint of the model's `checkpoint_kind`, whose weights fit the
       model its hyper-parameters build; otherwise a CheckpointError names the file, before anything runs;
     * the Trainer reads and writes checkpoints with `SafeCheckpointIO` (as data, atomically, never NaN weights)
@@ -73,7 +73,7 @@ class CheckpointSafeCLI(LightningCLI):
         defaults["callbacks"] = [*(given if isinstance(given, list) else [given]), RandomState()]
         self._checkpoint: tuple[str, dict[str, Any]] | None = None
         kwargs.setdefault("parser_class", RunFolderParser)
-        parser_kwargs = with_trainer_base(parser_kwargs, self.subcommands())
+        parser_kwargs = with_trainer_base(parser_kwargs, self.subcommands(), self.command_help.task)
         parser_kwargs.update(
             prog=self.command_help.prog, description=textwrap.fill(self.command_help.description, WIDTH),
             epilog=self.command_help.epilog(), formatter_class=HelpFormatter,
@@ -230,16 +230,19 @@ class HelpFormatter(DefaultHelpFormatter):
         return "".join(indent + line for line in text.splitlines(keepends=True))
 
 
-def with_trainer_base(parser_kwargs: dict[str, Any] | None, subcommands: Any) -> dict[str, Any]:
-    """`parser_kwargs` with `TRAINER_BASE` as the default config file of each subcommand that names none."""
-    if not TRAINER_BASE.is_file():  # without it, runs would quietly lose their logger and checkpoint settings
-        raise FileNotFoundError(
-            f"{TRAINER_BASE}: the trainer settings the task configs build on are missing; the CLIs run from a checkout "
-            "of the repository (pip install -e .)"
-        )
+def with_trainer_base(parser_kwargs: dict[str, Any] | None, subcommands: Any, task: str) -> dict[str, Any]:
+    """`parser_kwargs` with `TRAINER_BASE` and then the task's own base (configs/TASK.yaml: what all its configs
+    share) as the default config files of each subcommand that names none."""
+    bases = [TRAINER_BASE, TRAINER_BASE.with_name(f"{task}.yaml")]
+    for base in bases:
+        if not base.is_file():  # without it, runs would quietly lose their logger and checkpoint settings
+            raise FileNotFoundError(
+                f"{base}: the settings the task configs build on are missing; the CLIs run from a checkout of the "
+                "repository (pip install -e .)"
+            )
     kwargs = dict(parser_kwargs or {})
     for subcommand in subcommands:
-        kwargs[subcommand] = {"default_config_files": [str(TRAINER_BASE)], **kwargs.get(subcommand, {})}
+        kwargs[subcommand] = {"default_config_files": [str(base) for base in bases], **kwargs.get(subcommand, {})}
     return kwargs
 
 

@@ -56,9 +56,12 @@ class CommandHelp:
         }
 
     def epilog(self) -> str:
-        """The configs and how to read every option, for the end of `--help`."""
-        lines = [f"configs (use one with: {self.prog} fit --config CONFIG):"]
+        """The configs, each with the configs it is given after, and how to read every option, for the end of
+        `--help`."""
+        lines = [f"configs (a base: {self.prog} fit --config CONFIG; an overlay after the configs it names, in order):"]
         for path, what in self.configs().items():
+            before = [config.name for config in config_chain(CONFIGS.parent / path)[:-1]]
+            what += f" [after {', '.join(before)}]" if before else ""
             lines += textwrap.wrap(what, WIDTH, initial_indent=f"  {path}: ", subsequent_indent="      ")
         lines += ["", f"every option of a subcommand and config: {self.prog} SUBCOMMAND --config CONFIG --help"]
         return "\n".join(lines)
@@ -92,6 +95,19 @@ class CommandHelp:
         except BrokenPipeError:  # the reader stopped early (`--help | head`): nothing more to say, and no traceback
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return True
+
+
+def config_chain(path: Path) -> list[Path]:
+    """The configs a config is given after, then itself, as the command in its header comment names them: a base,
+    then overlays (`python -m captioning fit --config configs/captioning/A.yaml --config configs/captioning/B.yaml`,
+    continued over comment lines with a backslash). Each --config reads over the ones before it."""
+    header = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        header.append(line.lstrip("# ").rstrip("\\ "))
+    command = " ".join(header).partition(" fit ")[2]
+    return [CONFIGS.parent / name for name in re.findall(r"--config (configs/\S+\.yaml)", command)]
 
 
 def summary(config: str) -> str:

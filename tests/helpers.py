@@ -25,6 +25,8 @@ from pathlib import Path
 
 from PIL import Image
 
+from core.command_help import config_chain
+
 REPO = Path(__file__).resolve().parents[1]
 
 #: Where the tests' gradio_client calls put the files they download (its default leaves a folder per file in the
@@ -33,6 +35,11 @@ GRADIO_DOWNLOADS = Path(tempfile.mkdtemp(prefix="gradio-client-downloads-"))
 atexit.register(shutil.rmtree, GRADIO_DOWNLOADS, ignore_errors=True)
 CAPTIONING_CONFIGS = REPO / "configs" / "captioning"
 VQA_CONFIGS = REPO / "configs" / "vqa"
+
+
+def config_options(path: Path) -> list[str]:
+    """`--config` options that give the config at `path` the way its header says: after its base and overlays."""
+    return [option for config in config_chain(path) for option in ("--config", str(config))]
 
 # ShapesWorld with tiny splits, for the captioning CLI
 SMALL_SHAPES = [

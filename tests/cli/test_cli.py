@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 
 from tests.helpers import CAPTIONING_CONFIGS as CONFIGS
-from tests.helpers import CSV_LOGGER, REPO, SMALL_SHAPES, TINY_LOCAL_CNN, metrics_of, run_cli, run_module
+from tests.helpers import CSV_LOGGER, REPO, SMALL_SHAPES, TINY_LOCAL_CNN, config_options, metrics_of, run_cli, run_module
 
 pytestmark = pytest.mark.slow  # every test here trains or serves in subprocesses
 
@@ -137,7 +137,7 @@ def test_hard_attention_baseline_is_logged_saved_and_resumed(tmp_path):
     """b_k = 0.9 b_{k-1} + 0.1 r_k at every logged step, across a save and a resume from the checkpoint."""
     run_dir = tmp_path / "run"
     common = [
-        "--config", str(CONFIGS / "shapes_hard.yaml"), *SMALL_SHAPES, f"--data.cache_dir={tmp_path / 'cache'}",
+        *config_options(CONFIGS / "shapes_hard.yaml"), *SMALL_SHAPES, f"--data.cache_dir={tmp_path / 'cache'}",
         f"--trainer.default_root_dir={run_dir}", CSV_LOGGER, f"--trainer.logger.init_args.save_dir={run_dir}",
         "--trainer.log_every_n_steps=1", "--model.attention.init_args.expectation_probability=0.0",
         "--model.attention.init_args.inference=captioning.decoder.ArgMax",

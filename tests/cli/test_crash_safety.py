@@ -21,7 +21,7 @@ import torch
 from core.checkpoints import read_checkpoint
 from core.resume import ResumableLoader
 from tests.helpers import CAPTIONING_CONFIGS as CONFIGS
-from tests.helpers import CSV_LOGGER, REPO, TINY_LOCAL_CNN
+from tests.helpers import CSV_LOGGER, REPO, TINY_LOCAL_CNN, config_options
 
 TESTS = Path(__file__).resolve().parent
 
@@ -68,7 +68,7 @@ def tiny_fit(run_dir: Path, cache: Path, callbacks: list[dict], *extra: str, log
     to a CSV file under `run_dir` (or not at all)."""
     logger = [CSV_LOGGER, f"--trainer.logger.init_args.save_dir={run_dir}"] if logged else ["--trainer.logger=false"]
     return [
-        "fit", "--config", str(CONFIGS / config),
+        "fit", *config_options(CONFIGS / config),
         "--data.dataset.init_args.train_size=8", "--data.dataset.init_args.val_size=4",
         "--data.dataset.init_args.test_size=4", "--data.dataset.init_args.heldout_size=4",
         "--model.decoder.embed_dim=16", "--model.decoder.decoder_dim=16", "--model.decoder.attention_dim=16",

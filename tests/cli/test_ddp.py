@@ -27,7 +27,7 @@ import torch.multiprocessing as mp
 
 from core.checkpoints import read_checkpoint
 from core.gathering import computed_on_rank_zero, gather_by_key
-from tests.helpers import REPO, TINY_LOCAL_CNN, metrics_of, run_module
+from tests.helpers import REPO, TINY_LOCAL_CNN, config_options, metrics_of, run_module
 
 pytestmark = pytest.mark.slow  # every test here trains or serves in subprocesses
 
@@ -156,7 +156,7 @@ def test_hard_attention_keeps_one_baseline_on_two_processes_and_validates(tmp_pa
     records = tmp_path / "baseline"
     record = {"class_path": "tests.cli.test_ddp.RecordBaseline", "init_args": {"path": str(records)}}
     args = [
-        "--config", str(REPO / "configs" / "captioning" / "shapes_hard.yaml"),
+        *config_options(REPO / "configs" / "captioning" / "shapes_hard.yaml"),
         *shapes("data.shapes.ShapesWorld", test_size=1), "--data.batch_size=2", *QUIET, *DDP,
         *logged_to(tmp_path / "fit"), f"--data.cache_dir={tmp_path / 'cache'}", "--trainer.max_epochs=1",
         "--trainer.limit_train_batches=5", "--trainer.num_sanity_val_steps=0",

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from tests.helpers import CAPTIONING_CONFIGS as CONFIGS
-from tests.helpers import SMALL_SHAPES, run_cli
+from tests.helpers import SMALL_SHAPES, config_options, run_cli
 
 pytestmark = pytest.mark.slow  # every test here trains in a subprocess
 
@@ -37,19 +37,18 @@ def make_karpathy_fixture(root: Path, dataset: str = "flickr8k") -> None:
 def test_fast_dev_run_on_karpathy_configs(tmp_path, config):
     dataset = "coco" if config.startswith("coco") else "flickr8k"
     make_karpathy_fixture(tmp_path / "d", dataset)
-    fast_dev_run(tmp_path, "--config", str(CONFIGS / config))
+    fast_dev_run(tmp_path, *config_options(CONFIGS / config))
 
 
 def test_the_transformer_self_critical_config_fine_tunes_the_transformer_configs_checkpoint(tmp_path):
-    """flickr8k_transformer_scst.yaml, given after flickr8k_transformer.yaml, starts self-critical training from a
-    checkpoint of that config's model."""
+    """flickr8k_transformer_scst.yaml, given after its base and overlays, starts self-critical training from a
+    checkpoint of flickr8k_transformer.yaml's model."""
     make_karpathy_fixture(tmp_path / "d")
-    fast_dev_run(tmp_path, "--config", str(CONFIGS / "flickr8k_transformer.yaml"), "--trainer.max_epochs=1")
+    fast_dev_run(tmp_path, *config_options(CONFIGS / "flickr8k_transformer.yaml"), "--trainer.max_epochs=1")
     (trained,) = (tmp_path / "run").rglob("last.ckpt")
     fast_dev_run(
-        tmp_path, "--config", str(CONFIGS / "flickr8k_transformer.yaml"),
-        "--config", str(CONFIGS / "flickr8k_transformer_scst.yaml"), f"--model.initial_weights={trained}",
-    )  # fmt: skip
+        tmp_path, *config_options(CONFIGS / "flickr8k_transformer_scst.yaml"), f"--model.initial_weights={trained}"
+    )
 
 
 def fast_dev_run(tmp_path, *config: str) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers import VQA2_FILES, make_vqa_layout, metrics_of, run_in_process, run_module
+from tests.helpers import VQA2_FILES, config_options, make_vqa_layout, metrics_of, run_in_process, run_module
 from tests.helpers import VQA_CONFIGS as CONFIGS
 
 SMALL_SHAPES = [
@@ -45,7 +45,7 @@ def test_easyvqa_config_fast_dev_run(tmp_path):
     pytest.importorskip("easy_vqa")
     # fine-tuning the top block on images through the whole encoder, so no feature cache of 4000 images is built
     run_cli(
-        "fit", "--config", str(CONFIGS / "easyvqa_san.yaml"), "--trainer.fast_dev_run=true",
+        "fit", *config_options(CONFIGS / "easyvqa_san.yaml"), "--trainer.fast_dev_run=true",
         "--model.encoder.init_args.trainable_blocks=1", "--data.cache_features=false",
         "--data.batch_size=8", "--data.eval_batch_size=8",
         f"--trainer.default_root_dir={tmp_path / 'run'}", cwd=tmp_path,

@@ -1,0 +1,81 @@
+"""The configs: one base per task family (flickr8k_soft.yaml, shapes_soft.yaml, shapes_san.yaml, ...) and small
+overlays given after it with a repeated --config, each config's header saying the command that gives it; what a
+whole task shares is in configs/TASK.yaml, which the CLI reads first. No block of settings is written twice, and
+every command of the docs gives an overlay after the configs it builds on."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from captioning.bundled import MODELS
+from tests.helpers import REPO, config_chain, config_options
+
+CONFIGS = sorted((REPO / "configs").glob("*/*.yaml"))
+LONGEST_SHARED_RUN = 5  # setting lines two configs may have in the same order, comments and blank lines aside
+
+
+def settings(path: Path) -> list[str]:
+    """A config's lines without comments and blank lines."""
+    lines = (line.split(" #")[0].rstrip() for line in path.read_text(encoding="utf-8").splitlines())
+    return [line for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def longest_shared_run(a: list[str], b: list[str]) -> int:
+    best = 0
+    for i, j in itertools.product(range(len(a)), range(len(b))):
+        k = 0
+        while i + k < len(a) and j + k < len(b) and a[i + k] == b[j + k]:
+            k += 1
+        best = max(best, k)
+    return best
+
+
+def printed_config(task: str, options: list[str]) -> dict:
+    """The whole config `python -m TASK fit OPTIONS --print_config` prints."""
+    main = __import__(f"{task}.cli", fromlist=["main"]).main
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), pytest.raises(SystemExit) as exit:
+        main(["fit", *options, "--print_config"])
+    assert exit.value.code in (0, None)
+    return yaml.safe_load(printed.getvalue())
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[f"{path.parent.name}/{path.stem}" for path in CONFIGS])
+def test_each_config_parses_given_after_the_configs_its_header_names(config: Path, monkeypatch):
+    monkeypatch.setattr("sys.argv", [f"python -m {config.parent.name}"])
+    chain = config_chain(config)
+    assert chain and chain[-1] == config, f"{config.name}'s header does not give it in its command"
+    printed = printed_config(config.parent.name, config_options(config))
+    own = yaml.safe_load(config.read_text(encoding="utf-8"))
+    assert printed["trainer"]["default_root_dir"] == own["trainer"]["default_root_dir"]  # this config's run
+
+
+def test_no_two_configs_repeat_a_block_of_settings():
+    repeated = [
+        f"{a.relative_to(REPO)} and {b.relative_to(REPO)}: {run} lines"
+        for a, b in itertools.combinations([*CONFIGS, *(REPO / "configs").glob("*.yaml")], 2)
+        if (run := longest_shared_run(settings(a), settings(b))) > LONGEST_SHARED_RUN
+    ]
+    assert not repeated
+
+
+def test_every_documented_command_gives_an_overlay_after_the_configs_it_builds_on():
+    texts = {path: path.read_text(encoding="utf-8") for path in [REPO / "README.md", *(REPO / "docs").glob("*.md")]}
+    texts[Path("captioning/bundled")] = "\n".join(command for model in MODELS.values() for command in model.commands)
+    runs = re.compile(r"--config (configs/\w+/\w+\.yaml)(?:[\s\\]+--config (configs/\w+/\w+\.yaml))*")
+    wrong = []
+    for path, text in texts.items():
+        for run in runs.finditer(text):
+            given = [REPO / name for name in re.findall(r"configs/\w+/\w+\.yaml", run.group(0))]
+            for config in given:
+                needed = config_chain(config)
+                if [c for c in given if c in needed] != needed:
+                    wrong.append(f"{path.name}: {run.group(0)!r} needs {[c.name for c in needed]}")
+    assert not wrong
