@@ -12,10 +12,10 @@ moment later: it is written after the page has them) a zip of the export folder
 `tissue_roll`) with their probabilities and one overlay per attention hop (`vqa.export.export_answer`), titled
 the same way; its examples pick the model they were made for along with the picture and the question.
 "Compare": a group of models, a photo and, optionally, a caption to follow -> each model's caption and word overlays
-side by side: the six small ShapesWorld models, one per attention score function (`core.attention`), or the two
+side by side: the six small ShapesWorld models, one per attention score function (`core.model.attention`), or the two
 Flickr8k decoders, Show-Attend-Tell and the Transformer (`COMPARE_GROUPS`); with a caption to follow every model is
 teacher-forced on it (`captioning.export.follow_caption`), so the rows of maps line up word by word. Every
-overlay is drawn on one fixed scale (`core.overlays.FixedScale`), which a legend under each gallery explains.
+overlay is drawn on one fixed scale (`core.maps.overlays.FixedScale`), which a legend under each gallery explains.
 The default models are the bundled ones (`captioning.bundled`, `vqa.bundled`): captioning trained on Flickr8k
 photos and on ShapesWorld scenes, VQA on DAQUAR's indoor photos and on ShapesWorld; any checkpoint of the
 project can be given instead.
@@ -76,8 +76,8 @@ from captioning.export import (
     head_choices,
 )
 from captioning.module import CaptioningModule
-from core.map_measures import TOP_AREA, short_share
-from core.overlays import FixedScale
+from core.maps.measures import TOP_AREA, short_share
+from core.maps.overlays import FixedScale
 from data.images import ImageLoadError, ImageProblem, load_image
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.answers import answer_words
@@ -155,7 +155,7 @@ COMPARE_GROUPS = (
     CompareGroup(
         "six score functions (ShapesWorld)",
         "The same small ShapesWorld captioning model trained six times, once with each way of scoring attention "
-        "(`core.attention`): **additive** v^T tanh(W_h h + W_s s), **dot** s^T h, **scaled dot** s^T h / sqrt(n), "
+        "(`core.model.attention`): **additive** v^T tanh(W_h h + W_s s), **dot** s^T h, **scaled dot** s^T h / sqrt(n), "
         "**general** s^T W h, **cosine** cos(s, h), and **location-based** W s, which never reads the image.",
         COMPARE_CHECKPOINTS,
     ),
@@ -358,7 +358,7 @@ def head_choice(model: CaptioningModule, value: Any) -> HeadChoice | None:
 
 def overlay_title(label: str, share: float) -> str:
     """An overlay's title in a gallery: what it shows (a word, "hop 2") and how concentrated its attention is,
-    "dog: 62% on top 5%" (`core.map_measures.short_share`)."""
+    "dog: 62% on top 5%" (`core.maps.measures.short_share`)."""
     return f"{label}: {short_share(share)}"
 
 

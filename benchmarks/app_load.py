@@ -74,7 +74,7 @@ class Expected:
     def of_bundled_models(cls, model: str) -> "Expected":
         import demo
         from captioning.bundled import CAPTION_CHECKPOINTS
-        from core.checkpoints import read_checkpoint
+        from core.training.checkpoints import read_checkpoint
         from vqa.module import VqaModule
 
         words = read_checkpoint(CAPTION_CHECKPOINTS[model])["hyper_parameters"]["vocabulary"]

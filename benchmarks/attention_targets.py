@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from captioning.module import CaptioningModule
-from core.map_measures import box_masks
+from core.maps.measures import box_masks
 from data.dataset import Box
 from data.shapes import ShapesWorld
 from data.shapes_scene import COLOURS, SHAPES, SIZES

@@ -19,7 +19,7 @@ Float32 by default; `--precision bf16-mixed` runs the search under bfloat16 auto
 `--path` picks the decoder's paths to measure: `fast` (`fast_path=True`, the default model) and `readable`
 (`fast_path=False`, the plain code of the model files); both by default, each path's figures printed under its
 name, on the same grids. The goals are for the fast path; the readable one's figures show what
-the fast path (`core.fast_path`, `captioning.fast_unroll`) buys.
+the fast path (`core.model.fast_path`, `captioning.fast_unroll`) buys.
 
 Each figure is the median over `--repeats` timed searches, after `--warmup` untimed ones; `cpu_share` is the
 CPU seconds / (wall seconds x threads) over those searches (see `harness.Clock`): well under 1 means something

@@ -6,7 +6,7 @@
 The two bundled Flickr8k decoders (`captioning.bundled.DECODER_CHECKPOINTS`, or the checkpoints given) over the same
 EfficientNet-Lite0 grid, each teacher-forced on the same caption (`captioning.export.follow_caption`), so the
 columns are the same words: one row per model, the photo titled with its name, then its map at every word, every
-map on the same fixed scale (`core.overlays.FixedScale`, 1 = uniform), the colour bar under them. The Transformer's
+map on the same fixed scale (`core.maps.overlays.FixedScale`, 1 = uniform), the colour bar under them. The Transformer's
 map is the one it draws by default (its `map_layer` and `map_head`). By default the photo is scikit-image's
 "astronaut" (public domain, offline), with a caption in the models' Flickr8k words.
 
@@ -29,8 +29,8 @@ from score_functions import panel, save_sheet
 from captioning.bundled import DECODER_CHECKPOINTS
 from captioning.export import UnknownWordsError, follow_caption, generate_caption
 from captioning.module import CaptioningModule
-from core.map_measures import map_entropy
-from core.overlays import FixedScale
+from core.maps.measures import map_entropy
+from core.maps.overlays import FixedScale
 from data.images import ImageLoadError, load_image
 
 CAPTION = "a woman in an orange jacket in front of a flag"  # the astronaut photo, in Flickr8k's words

@@ -19,7 +19,7 @@ by default (`--precision 32-true`); `--precision bf16-mixed` runs forward and lo
 Lightning's `Trainer(precision="bf16-mixed")` (the Flickr8k configs' setting) does on the CPU. `--path` picks
 the decoder's paths to measure: `fast` (`fast_path=True`, the default model) and `readable` (`fast_path=False`,
 the plain code of the model files); both by default, each path's figures printed under its name. The goals are
-for the fast path; the readable one's figures show what the fast path (`core.fast_path`, `captioning.fast_unroll`) buys.
+for the fast path; the readable one's figures show what the fast path (`core.model.fast_path`, `captioning.fast_unroll`) buys.
 
 The captions are random words of the vocabulary, none padding: `<start>` + 19 words + `<end>`, 20 decoder
 steps with 20 real targets each. The grids are uniform random in [0, 6), the range of EfficientNet-Lite's
@@ -64,7 +64,7 @@ from harness import (
 from torch import Tensor, nn
 
 from captioning.objectives import AttentionObjective, HardAttention, SoftAttention
-from core.optimization import adam_with_epoch_decay
+from core.training.optimization import adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 
 GOALS = {7: 160.0, 14: 90.0}  # captions/s on 2 cores, by grid side

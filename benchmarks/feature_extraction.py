@@ -44,8 +44,8 @@ import torch
 from harness import ROOT, Clock, cpu_info, match_threads_to_cpus, summary
 from torch.utils.data import DataLoader
 
-from core.encoder import EfficientNetLite
-from core.features import FeatureCache, _ImagesToEncode
+from core.model.encoder import EfficientNetLite
+from core.training.features import FeatureCache, _ImagesToEncode
 from data.images import load_image
 
 GOAL_RATIO = 0.9

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import torch
 from harness import Clock, cpu_info, match_threads_to_cpus, rates, summary
 
-from core.encoder import EfficientNetLite
+from core.model.encoder import EfficientNetLite
 
 
 def step_rates(encoder: EfficientNetLite, inputs: torch.Tensor, *, warmup: int, repeats: int) -> tuple[list[float], float]:

@@ -30,7 +30,7 @@ import lightning as L
 import torch
 from torch import Tensor
 
-from core.map_measures import box_masks
+from core.maps.measures import box_masks
 
 
 def ground_truth_maps(regions: Tensor, counts: Tensor, *, grid: tuple[int, int], hops: int) -> Tensor:

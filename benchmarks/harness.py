@@ -23,7 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # the project's packages, when run from a checkout without installing it
 
 from captioning.decoder import ShowAttendTell  # noqa: E402
-from core.attention import AdditiveScore  # noqa: E402  (after the path above)
+from core.model.attention import AdditiveScore  # noqa: E402  (after the path above)
 from data.vocabulary import Vocabulary  # noqa: E402
 
 # The paper's model sizes, which the decoder benchmarks measure.

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 import torch
 
-from core.checkpoints import CheckpointError
-from core.map_measures import mass_in_boxes
+from core.maps.measures import mass_in_boxes
+from core.training.checkpoints import CheckpointError
 from data.shapes_vqa import ShapesWorldVqa
 from vqa.module import VqaModule
 from vqa.questions import user_question_ids

@@ -29,7 +29,7 @@ from captioning.datamodule import CaptionDataModule
 from captioning.decoder import EXPECTATION, ShowAttendTell
 from captioning.module import CaptioningModule
 from captioning.objectives import LossTerms
-from core.checkpoints import CheckpointError
+from core.training.checkpoints import CheckpointError
 from data.vocabulary import Vocabulary
 
 #: Hyper-parameters of this experiment only, left out of the checkpoints it writes.

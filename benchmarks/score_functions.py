@@ -6,7 +6,7 @@
 
 `figure`: one ShapesWorld test scene and one real photo (scikit-image's "coffee"); one row per bundled score-function
 model (`captioning.bundled.SCORE_MODELS`), each teacher-forced on the same caption (`captioning.export.follow_caption`)
-so the columns are the same words, every map on the same fixed scale (`core.overlays.FixedScale`, 1 = uniform), the
+so the columns are the same words, every map on the same fixed scale (`core.maps.overlays.FixedScale`, 1 = uniform), the
 colour bar under them.
 
 `spread`: why scaled dot-product and cosine scores exist, measured. (1) Random queries and keys of n independent
@@ -38,9 +38,9 @@ from PIL import Image
 from captioning.bundled import SCORE_MODELS
 from captioning.export import follow_caption, generate_caption
 from captioning.module import CaptioningModule
-from core.map_measures import map_entropy
-from core.optimization import adam_with_epoch_decay
-from core.overlays import FixedScale, colour_bar, heat_maps, word_grid
+from core.maps.measures import map_entropy
+from core.maps.overlays import FixedScale, colour_bar, heat_maps, word_grid
+from core.training.optimization import adam_with_epoch_decay
 from data.shapes_scene import generate_split_scene, render_scene
 
 SCENE = 3  # ShapesWorld test scene (seed 0) of the figure

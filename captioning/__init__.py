@@ -15,10 +15,10 @@ __all__ = ["Captioner"]
 
 # Modules whose classes moved when the shared core was split out of `captioning`: checkpoints trained before record
 # the old import paths in their hyper-parameters (`captioning.encoder.EfficientNetLite`), and still load
-# (`core.hparams.current_class_paths`, which reads this through the entry point in pyproject.toml).
+# (`core.training.hparams.current_class_paths`, which reads this through the entry point in pyproject.toml).
 MOVED_MODULES = {
-    "captioning.attention": "core.attention",
-    "captioning.encoder": "core.encoder",
+    "captioning.attention": "core.model.attention",
+    "captioning.encoder": "core.model.encoder",
     "captioning.reading": "captioning.decoder",
     "captioning.hard_attention": "captioning.objectives",
     "captioning.losses": "captioning.objectives",

@@ -14,8 +14,8 @@ from captioning.decoder import Read
 from captioning.metrics import configured_backend
 from captioning.module import CaptioningModule
 from captioning.tensorboard import CaptionSamples
-from core.cli import CheckpointSafeCLI
-from core.results import ResultsWriter
+from core.training.cli import CheckpointSafeCLI
+from core.training.results import ResultsWriter
 
 
 class CaptioningCLI(CheckpointSafeCLI):

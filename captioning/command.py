@@ -1,6 +1,6 @@
-"""What `python -m captioning` says about itself (`core.command_help`); imports neither torch nor Lightning."""
+"""What `python -m captioning` says about itself (`core.training.command_help`); imports neither torch nor Lightning."""
 
-from core.command_help import CommandHelp
+from core.training.command_help import CommandHelp
 
 HELP = CommandHelp(
     prog="python -m captioning",

@@ -18,16 +18,16 @@ from PIL import Image
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from core.batches import CachedInputs, ImageInputs, pad_batch
-from core.encoder import Encoder
-from core.features import (
+from core.model.encoder import Encoder
+from core.training.batches import CachedInputs, ImageInputs, pad_batch
+from core.training.features import (
     EncodedOnRead,
     FeatureCache,
     announce_encoding_on_read,
     splits_read_in_part,
     stage_loaders,
 )
-from core.resume import ResumableLoader, shuffle_seed
+from core.training.resume import ResumableLoader, shuffle_seed
 from data.captions import CaptionDataset, CaptionSample
 from data.images import load_image
 from data.vocabulary import Vocabulary
@@ -178,7 +178,7 @@ class CaptionDataModule(L.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
-        """Shuffled (image, caption) pairs, resumable mid-epoch from a checkpoint (see `core.resume`)."""
+        """Shuffled (image, caption) pairs, resumable mid-epoch from a checkpoint (see `core.training.resume`)."""
         captions = [refs[: self.train_references] for refs in self._encoded_captions("train", self.max_caption_length)]
         pairs = CaptionPairs(self._inputs("train"), captions)
         trainer = self.trainer

@@ -9,7 +9,7 @@ with h_0, c_0 = tanh MLPs of the mean annotation vector. The per-image half of f
 per image (`start`), so a step costs only its query side.
 
 With `fast_path` (the default) three places branch to CPU speed-ups that compute the same values: the additive score
-(`core.fast_path`, inside `AdditiveScore`), the image grid cast once to the compute dtype (`start`) and the LSTM step
+(`core.model.fast_path`, inside `AdditiveScore`), the image grid cast once to the compute dtype (`start`) and the LSTM step
 of the teacher-forced unroll (`forward`; both `captioning.fast_unroll`). With `fast_path=False` every line runs as
 written here.
 
@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from core.attention import AdditiveScore, Attention, Score, grid_positions, with_positions
+from core.model.attention import AdditiveScore, Attention, Score, grid_positions, with_positions
 from captioning.fast_unroll import UnrolledLSTM, to_compute_dtype
 
 # ----------------------------------------------------------------------------------------------------
@@ -198,7 +198,7 @@ class ImageMemory:
     """What the decoder attends over, prepared once per image; the K beams of a search share it."""
 
     features: Tensor  # (B, L, D) annotation vectors
-    projected: Tensor  # (B, L, P) the score function's image-side projection (`core.attention`'s letters)
+    projected: Tensor  # (B, L, P) the score function's image-side projection (`core.model.attention`'s letters)
 
 
 @dataclass
@@ -238,9 +238,9 @@ class ShowAttendTell(CaptionDecoder):
             `coordinates`; nothing without them) and z_t's content reaches the output layer alone, as in the
             spatial attention of Lu et al. (2017): the decoder remembers where it looked but not what it saw, so
             a word about an object must be read at its own step, and its map shows where it was read.
-        fast_path: take the CPU speed-ups of the additive score (`core.fast_path`) and of the teacher-forced LSTM
+        fast_path: take the CPU speed-ups of the additive score (`core.model.fast_path`) and of the teacher-forced LSTM
             step (`captioning.fast_unroll`): the same values, faster. False runs the code of this file and
-            `core.attention` as written. The parameters are the same either way.
+            `core.model.attention` as written. The parameters are the same either way.
     """
 
     def __init__(

@@ -9,11 +9,11 @@ For each image, `DIR/<image stem>/` receives:
 * `caption.json`: {"image", "caption", "words", "grid_size": [rows, columns], "image_size": [width, height],
   "weights": one row of rows x columns raw attention weights per word (row-major grid locations),
   "scale": the scale the pictures are drawn on (`DisplayScale.describe`), "concentration": per word, the share
-  of its attention on the most attended 5% of the photo (`core.map_measures`)}; for a Transformer decoder also
+  of its attention on the most attended 5% of the photo (`core.maps.measures`)}; for a Transformer decoder also
   "heads": every layer's and head's cross-attention per word, [word][layer][head][location] (`every_head`), of
   which "weights" is the layer and head its `map_layer` and `map_head` choose.
 
-The pictures use one fixed scale for every word (`core.overlays.FixedScale`: 1 = uniform attention); `--stretch`
+The pictures use one fixed scale for every word (`core.maps.overlays.FixedScale`: 1 = uniform attention); `--stretch`
 draws each word's map up to its own maximum instead (`PerMapStretch`).
 
 An image that cannot be read is reported on stderr and skipped; the exit status is non-zero only when no
@@ -43,8 +43,8 @@ from torch import Tensor
 from captioning.datamodule import IMAGE_SUFFIXES
 from captioning.module import CaptioningModule
 from captioning.transformer import TransformerDecoder
-from core.map_measures import top_area_share
-from core.overlays import (
+from core.maps.measures import top_area_share
+from core.maps.overlays import (
     DisplayScale,
     FixedScale,
     PerMapStretch,
@@ -56,7 +56,7 @@ from core.overlays import (
     titled,
     word_grid,
 )
-from core.results import write_json_atomically
+from core.training.results import write_json_atomically
 from data.images import ImageLoadError, load_image
 from data.vocabulary import tokenize
 

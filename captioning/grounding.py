@@ -13,7 +13,7 @@ pair, with the word's attention map over the encoder's grid:
   2017). A grid cell counts with the exact share of its area the union covers.
 * **pointing**: whether the centre of the most attended cell lies inside a box (the pointing game, Zhang et al. 2016).
 
-Both also at the photo's own pixels, on the map as the overlays draw it (`core.overlays.spread`, bilinear): mass
+Both also at the photo's own pixels, on the map as the overlays draw it (`core.maps.overlays.spread`, bilinear): mass
 over the pixels whose centre is inside a box, and whether the brightest pixel is. And the baselines of each pair:
 uniform attention (its mass inside is the union's share of the photo), a random cell (the share of cell centres
 inside; at pixels, of pixel centres) and the photo's centre point. The encoder resizes the whole photo to its input
@@ -38,8 +38,8 @@ from torch import Tensor
 
 from captioning.explanations import AttentionWeights, WordMaps
 from captioning.pretrained import Captioner
-from core.map_measures import cell_centres, inside_any, map_entropy, pixel_mask, union_cover
-from core.overlays import spread
+from core.maps.measures import cell_centres, inside_any, map_entropy, pixel_mask, union_cover
+from core.maps.overlays import spread
 from data.boxes import BoxedPhoto, read_boxes
 from data.errors import DatasetFormatError
 from data.images import ImageLoadError, load_image

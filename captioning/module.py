@@ -19,7 +19,7 @@ from captioning.metrics import CLOSED_CLASS_WORDS, DETERMINERS, MODIFIERS, capti
 from captioning.objectives import AttentionObjective, LossTerms, SoftAttention
 from captioning.search import Generated, beam_search
 from captioning.self_critical import SelfCritical
-from core.checkpoints import (
+from core.training.checkpoints import (
     CheckpointError,
     CheckpointKind,
     check_kind,
@@ -28,15 +28,15 @@ from core.checkpoints import (
     read_checkpoint,
     supply_packaged_encoder,
 )
-from core.encoder import EfficientNetLite, Encoder
-from core.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
-from core.hparams import class_config, component_from_flat_options, factory_config, plain_hyperparameters
-from core.map_measures import mass_in_box
-from core.optimization import FusedAdamClipping, adam_with_epoch_decay
+from core.model.encoder import EfficientNetLite, Encoder
+from core.training.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
+from core.training.hparams import class_config, component_from_flat_options, factory_config, plain_hyperparameters
+from core.maps.measures import mass_in_box
+from core.training.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 
 
-# What this task's checkpoints are called and what they all hold; declared to `core.checkpoints` as an entry point
+# What this task's checkpoints are called and what they all hold; declared to `core.training.checkpoints` as an entry point
 # (pyproject.toml), so that a captioning checkpoint given to another task is refused by name.
 CHECKPOINT_KIND = CheckpointKind(name="captioning", command="python -m captioning", required=("vocabulary",))
 

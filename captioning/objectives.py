@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from captioning.decoder import Expectation, Read, Sample, TeacherForced
-from core.map_measures import map_entropy
+from core.maps.measures import map_entropy
 
 
 def this_process(value: Tensor) -> Tensor:

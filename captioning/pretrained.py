@@ -27,8 +27,8 @@ from torch import Tensor
 from captioning.bundled import MODELS, SCORE_MODELS
 from captioning.export import CaptionOverlays, caption_details, every_head
 from captioning.module import CaptioningModule
-from core.overlays import DisplayScale, FixedScale
-from core.pretrained import ImageInput, PretrainedModel, as_photo, find_model
+from core.maps.overlays import DisplayScale, FixedScale
+from core.model.pretrained import ImageInput, PretrainedModel, as_photo, find_model
 from data.images import load_image
 
 
@@ -55,7 +55,7 @@ class Caption:
 
     def overlays(self, *, scale: DisplayScale = FixedScale()) -> list[Image.Image]:
         """One picture per word: its attention map drawn over the photo, at the photo's size, on `scale` (by
-        default the same fixed scale for every word; `core.overlays.PerMapStretch()` stretches each map)."""
+        default the same fixed scale for every word; `core.maps.overlays.PerMapStretch()` stretches each map)."""
         return self._drawn(scale).pictures
 
     def save(self, folder: str | Path, *, scale: DisplayScale = FixedScale()) -> dict:
@@ -95,7 +95,7 @@ class Captioner:
         """A bundled model by name: one of `Captioner.available()` ("flickr8k-soft", "shapes-hard", ...).
 
         Raises:
-            core.pretrained.UnknownModelError: no bundled model has that name (the message lists those there are).
+            core.model.pretrained.UnknownModelError: no bundled model has that name (the message lists those there are).
         """
         metadata = find_model(cls.available(), name)
         model = CaptioningModule.load(metadata.file, map_location=device)

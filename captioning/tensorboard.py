@@ -1,11 +1,11 @@
-"""The captioning part of what a run shows in TensorBoard (`core.tensorboard`): a few validation images, each with
+"""The captioning part of what a run shows in TensorBoard (`core.training.tensorboard`): a few validation images, each with
 the caption the model generates and where it looked at every word."""
 
 from __future__ import annotations
 
 import lightning as L
 
-from core.tensorboard import Sample, ValidationSamples
+from core.training.tensorboard import Sample, ValidationSamples
 
 
 class CaptionSamples(ValidationSamples):

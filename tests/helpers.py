@@ -25,7 +25,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from core.command_help import config_chain
+from core.training.command_help import config_chain
 
 REPO = Path(__file__).resolve().parents[1]
 

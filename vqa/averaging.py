@@ -1,9 +1,9 @@
 """`python -m vqa.averaging OUT.ckpt A.ckpt B.ckpt ... [--weights WA WB ...]`: the weighted average of
-checkpoints of one VQA model. See `core.averaging`."""
+checkpoints of one VQA model. See `core.training.averaging`."""
 
 import sys
 
-from core.averaging import main
+from core.training.averaging import main
 from vqa.module import VqaModule
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ from typing import Any
 
 from lightning.pytorch.cli import LightningArgumentParser
 
-from core.cli import CheckpointSafeCLI
-from core.results import ResultsWriter
+from core.training.cli import CheckpointSafeCLI
+from core.training.results import ResultsWriter
 from vqa.command import HELP
 from vqa.datamodule import VqaDataModule
 from vqa.module import VqaModule

@@ -2,7 +2,7 @@
 
 Like captioning's data module it serves the model it trains: the question vocabulary and the answer classes
 are the model's when it has them (a checkpoint), otherwise they are built from the training questions; the
-encoder is the model's, and the output of its frozen trunk comes from the feature cache (`core.features`), one entry per
+encoder is the model's, and the output of its frozen trunk comes from the feature cache (`core.training.features`), one entry per
 image.
 """
 
@@ -18,15 +18,15 @@ from PIL import Image
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from core.batches import CachedInputs, ImageInputs, pad_batch
-from core.features import (
+from core.training.batches import CachedInputs, ImageInputs, pad_batch
+from core.training.features import (
     EncodedOnRead,
     FeatureCache,
     announce_encoding_on_read,
     splits_read_in_part,
     stage_loaders,
 )
-from core.resume import ResumableLoader, shuffle_seed
+from core.training.resume import ResumableLoader, shuffle_seed
 from data.vocabulary import Vocabulary, tokenize
 from data.vqa import VqaDataset, VqaSample
 from vqa.answers import AnswerVocabulary
@@ -188,7 +188,7 @@ class VqaDataModule(L.LightningDataModule):
         )
         if not shuffle:
             return DataLoader(dataset, **options)
-        # shuffled training batches, resumable mid-epoch from a checkpoint (see `core.resume`)
+        # shuffled training batches, resumable mid-epoch from a checkpoint (see `core.training.resume`)
         trainer = self.trainer
         return ResumableLoader(
             dataset,
@@ -219,7 +219,7 @@ class VqaDataModule(L.LightningDataModule):
 # Torch datasets that turn VQA questions into model inputs: the image's grid (or image), the question's word
 # ids, its target over the answer classes and its ground-truth regions where known.
 #
-# Images come through the shared `CachedInputs` / `ImageInputs` (`core.batches`), indexed by image, so an image asked about
+# Images come through the shared `CachedInputs` / `ImageInputs` (`core.training.batches`), indexed by image, so an image asked about
 # many times is stored and encoded once.
 #
 

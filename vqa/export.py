@@ -6,12 +6,12 @@ with the best answer, then the hops titled "hop k", and the colour bar) and `ans
 "answers": [[answer, prob], ...], "grid_size": [rows, columns], "image_size": [width, height], "weights": one row of
 rows x columns raw weights per hop, "scale": the scale the pictures are drawn on, "concentration": per hop, the
 share of its attention on the most attended 5% of the photo}. The pictures use one fixed scale for every hop
-(`core.overlays.FixedScale`: 1 = uniform attention); `--stretch` draws each hop up to its own maximum instead.
+(`core.maps.overlays.FixedScale`: 1 = uniform attention); `--stretch` draws each hop up to its own maximum instead.
 The pictures and the printed answer show answers as words ("tissue roll"); answer.json keeps the model's labels
 ("tissue_roll"), as its answer classes name them.
 An empty question, or one made only of unknown words, exits with the reason and writes nothing; a question
 longer than the model reads is answered from its first words, with a note on stderr.
-The pictures are drawn by `core.overlays`, the same as the caption overlays.
+The pictures are drawn by `core.maps.overlays`, the same as the caption overlays.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 from PIL import Image
 
-from core.map_measures import top_area_share
-from core.overlays import DisplayScale, FixedScale, PerMapStretch, heat_maps, overlay, save_png, word_grid
-from core.results import write_json_atomically
+from core.maps.measures import top_area_share
+from core.maps.overlays import DisplayScale, FixedScale, PerMapStretch, heat_maps, overlay, save_png, word_grid
+from core.training.results import write_json_atomically
 from data.images import load_image
 from vqa.answers import answer_words
 from vqa.module import VqaModule

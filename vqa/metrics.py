@@ -11,7 +11,7 @@ script: percentages rounded to 2 places, overall, per answer type and per questi
 DAQUAR (Malinowski & Fritz, NIPS 2014) treats an answer as a *set* of words ("chair, table") and scores a
 prediction by WUPS: a fuzzy set match whose word similarity is Wu-Palmer similarity over WordNet noun
 synsets, down-weighted by 0.1 below a threshold (0.9 and 0.0 are reported). This follows the authors'
-`calculate_wups.py`. WordNet comes from nltk, installed offline by `core.wordnet.ensure_wordnet`
+`calculate_wups.py`. WordNet comes from nltk, installed offline by `core.training.wordnet.ensure_wordnet`
 on first use.
 """
 
@@ -26,7 +26,7 @@ from functools import lru_cache
 from statistics import fmean
 from typing import Any
 
-from core.wordnet import ensure_wordnet
+from core.training.wordnet import ensure_wordnet
 
 # ---------------------------------------------------------------------------------------------------------
 # Answer normalisation (vqaEval.py: processPunctuation + processDigitArticle)

@@ -1,4 +1,4 @@
-"""The VQA LightningModule: the shared image encoder (`core.encoder`), a question model (LSTM or CNN) and a
+"""The VQA LightningModule: the shared image encoder (`core.model.encoder`), a question model (LSTM or CNN) and a
 Stacked Attention Network.
 
 Everything needed to rebuild the model — the encoder's config, the question vocabulary, the answer classes,
@@ -15,12 +15,12 @@ import lightning as L
 import torch
 from torch import Tensor
 
-from core.checkpoints import CheckpointKind, load_module, supply_packaged_encoder
-from core.encoder import EfficientNetLite, Encoder
-from core.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
-from core.hparams import component_from_flat_options, factory_config, plain_hyperparameters
-from core.map_measures import map_entropy, mass_in_boxes
-from core.optimization import FusedAdamClipping, adam_with_epoch_decay
+from core.training.checkpoints import CheckpointKind, load_module, supply_packaged_encoder
+from core.model.encoder import EfficientNetLite, Encoder
+from core.training.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
+from core.training.hparams import component_from_flat_options, factory_config, plain_hyperparameters
+from core.maps.measures import map_entropy, mass_in_boxes
+from core.training.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 from data.vqa import VqaSample
 from vqa.answers import AnswerTargets, AnswerVocabulary, SoftScores
@@ -30,7 +30,7 @@ from vqa.questions import user_question_ids
 from vqa.san import SanFactory, SanOutput, StackedAttention
 
 
-# What this task's checkpoints are called and what they all hold; declared to `core.checkpoints` as an entry point
+# What this task's checkpoints are called and what they all hold; declared to `core.training.checkpoints` as an entry point
 # (pyproject.toml), so that a VQA checkpoint given to another task is refused by name.
 CHECKPOINT_KIND = CheckpointKind(name="VQA", command="python -m vqa", required=("question_vocabulary", "answers"))
 

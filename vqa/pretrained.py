@@ -9,7 +9,7 @@
     answer.save("answer/")                                       # what `python -m vqa.export` writes
 
 Answers are the model's labels, as answer.json keeps them ("tissue_roll"); `vqa.answers.answer_words` turns one
-into words. The pictures and files come from `core.overlays` and `vqa.export`, as the export command's do.
+into words. The pictures and files come from `core.maps.overlays` and `vqa.export`, as the export command's do.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import torch
 from PIL import Image
 from torch import Tensor
 
-from core.overlays import DisplayScale, FixedScale, heat_maps, overlay
-from core.pretrained import ImageInput, PretrainedModel, as_photo, find_model
+from core.maps.overlays import DisplayScale, FixedScale, heat_maps, overlay
+from core.model.pretrained import ImageInput, PretrainedModel, as_photo, find_model
 from data.images import load_image
 from vqa.bundled import MODELS
 from vqa.export import write_answer_overlays
@@ -47,7 +47,7 @@ class Answer:
 
     def overlays(self, *, scale: DisplayScale = FixedScale()) -> list[Image.Image]:
         """One picture per hop: its attention map drawn over the photo, at the photo's size, on `scale` (by
-        default the same fixed scale for every hop; `core.overlays.PerMapStretch()` stretches each map)."""
+        default the same fixed scale for every hop; `core.maps.overlays.PerMapStretch()` stretches each map)."""
         picture = self.photo()
         grid = tuple(self.hops.shape[-2:])  # (rows, columns)
         maps = heat_maps(self.hops.flatten(1), grid, picture.size, scale)  # K maps (height, width)
@@ -85,7 +85,7 @@ class Answerer:
         """A bundled model by name: one of `Answerer.available()` ("daquar-san", "shapes-san").
 
         Raises:
-            core.pretrained.UnknownModelError: no bundled model has that name (the message lists those there are).
+            core.model.pretrained.UnknownModelError: no bundled model has that name (the message lists those there are).
         """
         metadata = find_model(MODELS, name)
         return cls(model=VqaModule.load(metadata.file, map_location=device), metadata=metadata)

@@ -13,10 +13,10 @@ SAN baseline of the CLEVR benchmark does (Johnson et al. 2017): a linear read-ou
 cannot compare what the question names with what the image shows (yes/no existence questions: the answer
 is an equality of two attributes, not a sum of them).
 
-Each hop's score is the additive attention score of `core.attention` (the one Show-Attend-Tell uses too;
+Each hop's score is the additive attention score of `core.model.attention` (the one Show-Attend-Tell uses too;
 b_P cancels in the softmax), so the two models share their attention code; another score class can be
 given. Every hop's attention map is returned, for overlays and attention correctness. With `fast_path` (the
-default) the additive score takes its CPU speed-up (`core.fast_path`), the same function computed faster.
+default) the additive score takes its CPU speed-up (`core.model.fast_path`), the same function computed faster.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from core.attention import AdditiveScore, Attention, Score, grid_positions, with_positions
+from core.model.attention import AdditiveScore, Attention, Score, grid_positions, with_positions
 
 
 @dataclass
@@ -75,8 +75,8 @@ class StackedAttention(nn.Module):
             none); the hops still start from the whole question. Not in the paper: a classifier that can answer
             from the question alone learns less from what the hops read, so this makes the answer lean on the
             image (and so on where the hops look).
-        fast_path: compute the score with its CPU speed-up from `core.fast_path` where it has one (the same
-            values, faster); False runs the plain score of `core.attention`. The parameters are the same either way.
+        fast_path: compute the score with its CPU speed-up from `core.model.fast_path` where it has one (the same
+            values, faster); False runs the plain score of `core.model.attention`. The parameters are the same either way.
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""The VQA part of what a run shows in TensorBoard (`core.tensorboard`): a few validation questions, each with the
+"""The VQA part of what a run shows in TensorBoard (`core.training.tensorboard`): a few validation questions, each with the
 predicted answer and where every attention hop looked."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import lightning as L
 import torch
 
-from core.tensorboard import Sample, ValidationSamples
+from core.training.tensorboard import Sample, ValidationSamples
 from vqa.answers import answer_words
 
 

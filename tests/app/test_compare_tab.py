@@ -24,8 +24,8 @@ import demo
 from captioning.bundled import COMPARE_CHECKPOINTS, DECODER_CHECKPOINTS, SHAPES_SOFT
 from captioning.export import follow_caption, generate_caption
 from captioning.module import CaptioningModule
-from core.checkpoints import current_hyperparameters, read_checkpoint
-from core.overlays import heat_maps, overlay
+from core.maps.overlays import heat_maps, overlay
+from core.training.checkpoints import current_hyperparameters, read_checkpoint
 from data.images import load_image
 from data.shapes_scene import generate_split_scene, render_scene
 from tests.app.test_demo import (

@@ -41,8 +41,8 @@ import demo
 from captioning.bundled import CAPTION_CHECKPOINTS, SHAPES_SOFT
 from captioning.export import PREVIEW_QUALITY, generate_caption, word_file_name
 from captioning.module import CaptioningModule
-from core.checkpoints import read_checkpoint
-from core.overlays import FixedScale, heat_maps, overlay, word_grid
+from core.training.checkpoints import read_checkpoint
+from core.maps.overlays import FixedScale, heat_maps, overlay, word_grid
 from data.images import ImageLoadError, load_image
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.answers import answer_words

@@ -14,7 +14,7 @@ import pytest
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from core.checkpoints import PARTIAL_SUFFIX, SafeCheckpointIO, read_checkpoint
+from core.training.checkpoints import PARTIAL_SUFFIX, SafeCheckpointIO, read_checkpoint
 from tests.helpers import REPO
 
 
@@ -80,7 +80,7 @@ def test_non_finite_weights_are_never_written(saved):
 KILLED_WHILE_SAVING = """
 import os, signal, sys
 import torch
-from core.checkpoints import SafeCheckpointIO
+from core.training.checkpoints import SafeCheckpointIO
 
 def killed(descriptor):  # every byte is written; the process dies before the rename
     os.kill(os.getpid(), signal.SIGKILL)

@@ -185,7 +185,7 @@ def test_transformer_maps_scores_every_layer_and_head_as_the_grounding_command_d
     from captioning.explanations import CrossAttentionHead
     from captioning.grounding import ObjectWords, ground, load_captioner
     from captioning.transformer import TransformerDecoder
-    from core.encoder import LocalCNN
+    from core.model.encoder import LocalCNN
     from data.boxes import read_boxes
 
     size, images = 112, {}

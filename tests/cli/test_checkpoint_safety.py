@@ -19,7 +19,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 import demo
 from captioning.bundled import SHAPES_SOFT
 from captioning.module import CaptioningModule
-from core.checkpoints import CheckpointError, SafeCheckpointIO, read_checkpoint
+from core.training.checkpoints import CheckpointError, SafeCheckpointIO, read_checkpoint
 from tests.helpers import CAPTIONING_CONFIGS as CONFIGS
 from tests.helpers import REPO, SMALL_SHAPES
 from vqa.bundled import SHAPES_SAN

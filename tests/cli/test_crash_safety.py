@@ -18,8 +18,8 @@ import lightning as L
 import pytest
 import torch
 
-from core.checkpoints import read_checkpoint
-from core.resume import ResumableLoader
+from core.training.checkpoints import read_checkpoint
+from core.training.resume import ResumableLoader
 from tests.helpers import CAPTIONING_CONFIGS as CONFIGS
 from tests.helpers import CSV_LOGGER, REPO, TINY_LOCAL_CNN, config_options
 

@@ -1,6 +1,6 @@
 """Lightning DDP on two CPU processes through both CLIs: `fit` runs (validation included), `test` on two
 processes reports the metrics one process reports for the same checkpoint and data, and `predict` writes one
-complete results file; `core.gathering`, which makes that so, on two plain gloo processes; and hard attention's
+complete results file; `core.training.gathering`, which makes that so, on two plain gloo processes; and hard attention's
 REINFORCE baseline, which must stay one value on both processes of a `fit`.
 
 The evaluated splits have an odd number of samples, so Lightning's DistributedSampler repeats one to pad the
@@ -25,8 +25,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from core.checkpoints import read_checkpoint
-from core.gathering import computed_on_rank_zero, gather_by_key
+from core.training.checkpoints import read_checkpoint
+from core.training.gathering import computed_on_rank_zero, gather_by_key
 from tests.helpers import REPO, TINY_LOCAL_CNN, config_options, metrics_of, run_module
 
 pytestmark = pytest.mark.slow  # every test here trains or serves in subprocesses
@@ -78,7 +78,7 @@ def metrics_on_one_and_two(module: str, data: list[str], checkpoint: Path, tmp_p
 
 
 def gather_and_score_on(rank: int, init_file: str) -> None:
-    """One of two gloo processes: what `core.gathering` gives each of them."""
+    """One of two gloo processes: what `core.training.gathering` gives each of them."""
     # a process left waiting for the other fails after a minute instead of hanging the suite
     dist.init_process_group(
         "gloo", init_method=f"file://{init_file}", rank=rank, world_size=2, timeout=timedelta(minutes=1)

@@ -70,7 +70,7 @@ def test_fast_dev_run_on_shapes(tmp_path, trainable_blocks, cache_features):
     the whole encoder when caching is off."""
     run_cli(
         "fit", "--config", str(CONFIGS / "shapes_soft.yaml"), *SMALL_SHAPES, "--trainer.fast_dev_run=true",
-        "--model.encoder=core.encoder.EfficientNetLite", "--model.encoder.init_args.output_stride=16",
+        "--model.encoder=core.model.encoder.EfficientNetLite", "--model.encoder.init_args.output_stride=16",
         f"--model.encoder.init_args.trainable_blocks={trainable_blocks}", f"--data.cache_features={cache_features}",
         f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path / 'run'}",
         cwd=tmp_path,

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from core.command_help import SUBCOMMANDS
+from core.training.command_help import SUBCOMMANDS
 from tests.helpers import CAPTIONING_CONFIGS, REPO, SMALL_SHAPES, run_module
 
-#: Printed by the libraries at every run, none about the user's work (see core.cli.hide_library_notices)
+#: Printed by the libraries at every run, none about the user's work (see core.training.cli.hide_library_notices)
 NOTICES = (
     "save_hyperparameters(ignore=",  # Lightning, for a module passed to a LightningModule
     "is deprecated",  # torch's LeafSpec deprecation, raised inside Lightning
@@ -52,7 +52,7 @@ def test_the_modules_take_their_submodules_without_lightning_hints() -> None:
     """As the export command and the app build them from a checkpoint: with the encoder and attention objects."""
     from captioning.module import CaptioningModule
     from captioning.objectives import SoftAttention
-    from core.encoder import EfficientNetLite
+    from core.model.encoder import EfficientNetLite
     from vqa.module import VqaModule
 
     with warnings.catch_warnings(record=True) as caught:
@@ -61,9 +61,9 @@ def test_the_modules_take_their_submodules_without_lightning_hints() -> None:
         vqa = VqaModule(encoder=EfficientNetLite())
     assert [str(w.message) for w in caught if "save_hyperparameters" in str(w.message)] == []
     # the modules are still saved as plain configs, which is what a checkpoint rebuilds them from
-    assert captioning.hparams["encoder"]["class_path"] == "core.encoder.EfficientNetLite"
+    assert captioning.hparams["encoder"]["class_path"] == "core.model.encoder.EfficientNetLite"
     assert captioning.hparams["attention"]["class_path"] == "captioning.objectives.SoftAttention"
-    assert vqa.hparams["encoder"]["class_path"] == "core.encoder.EfficientNetLite"
+    assert vqa.hparams["encoder"]["class_path"] == "core.model.encoder.EfficientNetLite"
 
 
 @pytest.mark.slow

@@ -28,8 +28,8 @@ from captioning.self_critical import (
     leave_one_out_advantages,
     sample_captions,
 )
-from core.checkpoints import CheckpointError
-from core.encoder import EfficientNetLite, LocalCNN
+from core.model.encoder import EfficientNetLite, LocalCNN
+from core.training.checkpoints import CheckpointError
 from tests.helpers import CAPTIONING_CONFIGS as CONFIGS
 from tests.helpers import CSV_LOGGER, REPO, SMALL_SHAPES, config_options, run_cli
 
@@ -289,7 +289,7 @@ def test_initial_weights_read_larger_images_onto_a_finer_grid():
 
 def test_initial_weights_of_another_encoder_setting_are_refused_by_name():
     bundled = REPO / "captioning" / "bundled" / "shapes_soft.ckpt"
-    with pytest.raises(CheckpointError, match=r"another encoder \(core.encoder.LocalCNN: widths=\(32, 64, 128\) there"):
+    with pytest.raises(CheckpointError, match=r"another encoder \(core.model.encoder.LocalCNN: widths=\(32, 64, 128\) there"):
         CaptioningModule(encoder=LocalCNN(widths=(16, 32, 64), coordinates=False), initial_weights=bundled)
 
 

@@ -1,4 +1,4 @@
-"""What a run shows in TensorBoard (core.tensorboard): two tiny epochs through each CLI, then the event file read
+"""What a run shows in TensorBoard (core.training.tensorboard): two tiny epochs through each CLI, then the event file read
 back with TensorBoard's own reader: the metrics, and per validation epoch one text and one attention picture for
 each of the first 4 validation images, the same ones every epoch."""
 
@@ -13,7 +13,7 @@ import pytest
 from lightning.pytorch.loggers import CSVLogger
 from PIL import Image
 
-from core.curves import Curves
+from core.training.curves import Curves
 from tests.helpers import CAPTIONING_CONFIGS, VQA_CONFIGS, run_module, tensorboard_events
 
 SHOWN = 4  # the callback's default count
@@ -65,7 +65,7 @@ def shown(events, metric: str) -> list[tuple[str, Image.Image]]:
 
 
 def grid_size(tiles: int, tile: tuple[int, int] = (224, 224 + 18)) -> tuple[int, int]:
-    """The size of `core.overlays.word_grid`'s picture of `tiles` tiles (the photo's and one per map): 5 a row,
+    """The size of `core.maps.overlays.word_grid`'s picture of `tiles` tiles (the photo's and one per map): 5 a row,
     4 px apart; a 64 px square photo makes 224 px tiles under an 18 px title."""
     columns, rows = min(tiles, 5), math.ceil(tiles / 5)
     return columns * (tile[0] + 4) - 4, rows * (tile[1] + 4) - 4
@@ -104,7 +104,7 @@ def test_a_vqa_run_shows_questions_answers_and_every_hop(tmp_path: Path) -> None
         assert predicted != lines[1] and predicted.endswith("%)")
         assert lines[2] == f"**answer:** {question.answer.replace('_', ' ')}"
         assert picture.size == grid_size(1 + 2)  # the photo and the 2 hops
-    # `python -m core.curves` reads the same log: the metrics per epoch
+    # `python -m core.training.curves` reads the same log: the metrics per epoch
     accuracy = Curves.read("san", folder).values["val/accuracy"]
     assert list(accuracy.values()) == [event.value for event in events.Scalars("val/accuracy")]
     assert list(accuracy) == [0, 1]

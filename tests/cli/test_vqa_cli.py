@@ -105,7 +105,7 @@ def test_shapes_fit_then_test_and_predict_from_the_checkpoint_alone(tmp_path):
 def test_cli_tests_a_compact_checkpoint_as_it_tests_the_full_one(tmp_path):
     """`test --ckpt_path` takes a bundled (compact) checkpoint, whose encoder weights come from their package, and
     scores it as it scores the same model's full checkpoint."""
-    from core.checkpoints import read_checkpoint
+    from core.training.checkpoints import read_checkpoint
     from vqa.bundled import SHAPES_SAN
     from vqa.module import VqaModule
 

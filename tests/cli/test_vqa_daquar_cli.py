@@ -40,7 +40,7 @@ def fit_daquar(tmp_path: Path, *overrides: str) -> Path:
 @pytest.mark.slow
 def test_daquar_config_trains_on_mirror_images_and_reports_wups(tmp_path):
     """The config trains on the photos and their mirror images, whose trunk outputs get their own cache."""
-    from core.encoder import EfficientNetLite
+    from core.model.encoder import EfficientNetLite
     from data.vqa2 import Daquar
     from vqa.mirroring import mirror_image
 
@@ -79,7 +79,7 @@ def test_daquar_settings_are_chosen_on_held_out_training_photos(tmp_path):
 @pytest.mark.slow
 def test_fine_tuned_top_block_trains_on_the_cached_trunk(tmp_path):
     """With `trainable_blocks`, the cache holds the input of the top block; training moves that block only."""
-    from core.encoder import EfficientNetLite
+    from core.model.encoder import EfficientNetLite
 
     run_dir = fit_daquar(tmp_path, "--model.encoder.init_args.trainable_blocks=1")
     records = [json.loads(path.read_text()) for path in (tmp_path / "cache").glob("*.json")]

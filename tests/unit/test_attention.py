@@ -1,13 +1,13 @@
 """Each score function against a hand computation; weights sum to 1; masked places get 0. The additive score's
-fast path (`AdditiveScore(fast_path=True)`, `core.fast_path`) is held to the same hand computations."""
+fast path (`AdditiveScore(fast_path=True)`, `core.model.fast_path`) is held to the same hand computations."""
 
 import math
 
 import pytest
 import torch
 
-import core.fast_path
-from core.attention import (
+import core.model.fast_path
+from core.model.attention import (
     AdditiveScore,
     Attention,
     CosineScore,
@@ -148,7 +148,7 @@ def test_beams_of_an_image_meet_its_one_copy_of_the_keys(cls, monkeypatch):
     copied = score(queries, score.project_keys(keys.repeat_interleave(4, 0)))  # (8, 3)
     with torch.no_grad():
         assert torch.allclose(score(queries, projected), copied, atol=1e-6)
-        monkeypatch.setattr(core.fast_path, "BLOCK_ELEMENTS", 1)  # one image per block
+        monkeypatch.setattr(core.model.fast_path, "BLOCK_ELEMENTS", 1)  # one image per block
         assert torch.allclose(score(queries, projected), copied, atol=1e-6)
 
 
@@ -228,7 +228,7 @@ def test_scores_equal_their_formulas_when_every_size_differs(cls, monkeypatch):
     with torch.no_grad():
         assert torch.allclose(score(queries, score.project_keys(keys)), expected, rtol=0, atol=1e-12)
         if cls is FastAdditiveScore:  # and in blocks of one image, as a search makes them
-            monkeypatch.setattr(core.fast_path, "BLOCK_ELEMENTS", 1)
+            monkeypatch.setattr(core.model.fast_path, "BLOCK_ELEMENTS", 1)
             assert torch.allclose(score(queries, score.project_keys(keys)), expected, rtol=0, atol=1e-12)
 
 

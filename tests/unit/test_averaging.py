@@ -10,8 +10,8 @@ import torch
 
 from captioning.bundled import FLICKR8K_SOFT, SHAPES_HARD, SHAPES_SOFT
 from captioning.module import CaptioningModule
-from core import averaging
-from core.checkpoints import CheckpointError, read_checkpoint, write_checkpoint
+from core.training import averaging
+from core.training.checkpoints import CheckpointError, read_checkpoint, write_checkpoint
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.bundled import SHAPES_SAN
 

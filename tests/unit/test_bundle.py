@@ -19,8 +19,8 @@ from captioning.bundled import (
     SHAPES_SOFT,
 )
 from captioning.module import CaptioningModule
-from core import bundle as core_bundle
-from core.checkpoints import ENCODER_FROM_PACKAGE, ENCODER_WEIGHTS, read_checkpoint
+from core.training import bundle as core_bundle
+from core.training.checkpoints import ENCODER_FROM_PACKAGE, ENCODER_WEIGHTS, read_checkpoint
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.bundled import VQA_CHECKPOINTS
 from vqa.module import VqaModule
@@ -69,7 +69,7 @@ def test_bundled_checkpoints_are_small_float16_and_leave_a_pretrained_encoder_to
     checkpoint = read_checkpoint(path)
     state = checkpoint["state_dict"]
     encoder = [name for name in state if name.startswith("encoder.")]
-    if checkpoint["hyper_parameters"]["encoder"]["class_path"] == "core.encoder.LocalCNN":  # trained with the model
+    if checkpoint["hyper_parameters"]["encoder"]["class_path"] == "core.model.encoder.LocalCNN":  # trained with the model
         assert ENCODER_WEIGHTS not in checkpoint and encoder
     else:
         assert checkpoint[ENCODER_WEIGHTS] == ENCODER_FROM_PACKAGE
@@ -241,8 +241,8 @@ def test_bundle_refuses_a_file_that_is_not_a_checkpoint(tmp_path, capsys):
 
 def test_a_compact_checkpoint_cannot_supply_a_fine_tuned_encoder():
     """A compact checkpoint's encoder weights come from the package: for a fine-tuned encoder they would be wrong."""
-    from core.checkpoints import CheckpointError, supply_packaged_encoder
-    from core.encoder import EfficientNetLite
+    from core.model.encoder import EfficientNetLite
+    from core.training.checkpoints import CheckpointError, supply_packaged_encoder
 
     compact = read_checkpoint(VQA_CHECKPOINTS["ShapesWorld"])
     frozen = VqaModule.load(VQA_CHECKPOINTS["ShapesWorld"])

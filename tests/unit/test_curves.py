@@ -1,4 +1,4 @@
-"""Training curves from Lightning's CSV logs (`core.curves`): the per-epoch values against a hand
+"""Training curves from Lightning's CSV logs (`core.training.curves`): the per-epoch values against a hand
 computation, the picture, and the command's errors."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from core.curves import Curves, main, parse_run
+from core.training.curves import Curves, main, parse_run
 
 COLUMNS = ["epoch", "step", "train/cross_entropy", "val/BLEU-4"]
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from captioning.decoder import ShowAttendTell
-from core.attention import grid_positions
+from core.model.attention import grid_positions
 from captioning.objectives import caption_loss, doubly_stochastic_penalty
 from captioning.search import ban_repeated_ngrams, beam_search, greedy_search
-from core.attention import DotScore, GeneralScore
+from core.model.attention import DotScore, GeneralScore
 
 PAD, START, END = 0, 1, 2
 

@@ -11,7 +11,7 @@ import torch
 import torchvision
 from PIL import Image
 
-from core.encoder import EfficientNetLite, LocalCNN, TorchvisionEncoder
+from core.model.encoder import EfficientNetLite, LocalCNN, TorchvisionEncoder
 
 
 @pytest.fixture(scope="module")
@@ -293,7 +293,7 @@ def test_offline_download_failure_suggests_efficientnet_lite(monkeypatch: pytest
         raise URLError("no network")
 
     monkeypatch.setattr(torchvision.models.WeightsEnum, "get_state_dict", offline)
-    with pytest.raises(RuntimeError, match=r"could not obtain.*core\.encoder\.EfficientNetLite"):
+    with pytest.raises(RuntimeError, match=r"could not obtain.*core\.model\.encoder\.EfficientNetLite"):
         TorchvisionEncoder(architecture="resnet18", weights="DEFAULT", image_size=64)
 
 

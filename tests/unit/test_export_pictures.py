@@ -1,6 +1,6 @@
 """The exported pictures show what the model attended to: every file of `captioning.export` and `vqa.export`,
 for a fixed ShapesWorld scene and the bundled ShapesWorld models, is compared with the picture drawn by
-`core.overlays` from the attention weights the model itself returns for that word or hop.
+`core.maps.overlays` from the attention weights the model itself returns for that word or hop.
 
 The other export tests (tests/unit/test_overlays.py) check that the files are there, named and sized right;
 these check what is in them: each word's overlay is drawn from that word's own attention row, in caption
@@ -18,11 +18,11 @@ import torch
 from PIL import Image
 
 from captioning.export import GIF_SIZE, export_caption, generate_caption, word_file_name
-from core.overlays import gif_frame, heat_maps, overlay, titled
+from core.maps.overlays import gif_frame, heat_maps, overlay, titled
 from data.shapes_scene import generate_split_scene, render_scene
 
 BEAM_SIZE = 3
-TITLE_HEIGHT = 18  # pixels of the title strip over each GIF frame (core.overlays._TITLE_HEIGHT)
+TITLE_HEIGHT = 18  # pixels of the title strip over each GIF frame (core.maps.overlays._TITLE_HEIGHT)
 
 
 def pixels(picture: Image.Image) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""The fast path (`core.fast_path`, `captioning.fast_unroll`) against the readable one: the same losses, gradients,
+"""The fast path (`core.model.fast_path`, `captioning.fast_unroll`) against the readable one: the same losses, gradients,
 captions and answers.
 
 Each pair of models is built once with `fast_path=False` (the plain code of the model files) and once with
@@ -15,8 +15,8 @@ from torch import nn
 from captioning.decoder import EXPECTATION, ArgMax, Replay, Sample, ShowAttendTell
 from captioning.objectives import HardAttention, SoftAttention
 from captioning.search import beam_search, greedy_search
-import core.fast_path
-from core.attention import AdditiveScore, DotScore, GeneralScore
+import core.model.fast_path
+from core.model.attention import AdditiveScore, DotScore, GeneralScore
 from vqa.san import StackedAttention
 
 PAD, START, END = 0, 1, 2
@@ -115,7 +115,7 @@ def test_hard_attention_same_locations_loss_and_gradients():
 def test_searches_find_the_same_captions(blocks, monkeypatch):
     """Beam and greedy search through `start` / `step` on both paths, the fast score blocked or not."""
     if blocks:
-        monkeypatch.setattr(core.fast_path, "BLOCK_ELEMENTS", 1)  # one image per block
+        monkeypatch.setattr(core.model.fast_path, "BLOCK_ELEMENTS", 1)  # one image per block
     models = [model.eval() for model in pair(decoder)]
     torch.manual_seed(3)
     features = torch.rand(5, LOCATIONS, FEATURES) * 6

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from PIL import Image
 from torch import Tensor, nn
 
-from core.encoder import Encoder
-from core.features import FeatureCache
+from core.model.encoder import Encoder
+from core.training.features import FeatureCache
 
 IDS = [f"img{i}" for i in range(5)]
 
@@ -82,7 +82,7 @@ def test_miss_builds_then_hit_reuses_without_encoding(tmp_path: Path, caplog: py
     assert meta["key"]["encoder"] == "FakeEncoder(a)"
 
     fresh = FakeEncoder()
-    with caplog.at_level(logging.INFO, logger="core.features"):
+    with caplog.at_level(logging.INFO, logger="core.training.features"):
         again = build(cache, fresh)
     assert cache.last_status.hit and cache.last_status.path == path
     assert fresh.calls == 0

@@ -11,8 +11,8 @@ import torch
 from PIL import Image, ImageDraw
 
 from captioning.grounding import DEFAULT_WORDS, Mention, ObjectWords, score_pair
-from core.encoder import ImageTransform
-from core.map_measures import cell_centres, inside_any, mass_in_boxes, pixel_mask, union_cover
+from core.maps.measures import cell_centres, inside_any, mass_in_boxes, pixel_mask, union_cover
+from core.model.encoder import ImageTransform
 from data.boxes import BoxedObject, BoxedPhoto, read_boxes
 from data.errors import DatasetFormatError
 

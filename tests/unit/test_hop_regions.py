@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from benchmarks.hop_regions import measure
-from core.encoder import EfficientNetLite
+from core.model.encoder import EfficientNetLite
 from data.shapes_vqa import ShapesWorldVqa
 from data.vocabulary import Vocabulary
 from vqa.answers import AnswerVocabulary

@@ -1,4 +1,4 @@
-"""The measures of an attention map (`core.map_measures`), each against hand computations: its entropy, its
+"""The measures of an attention map (`core.maps.measures`), each against hand computations: its entropy, its
 concentration on the most attended 5% of the photo, and attention correctness (box coverage of grid cells, the
 attention mass inside boxes)."""
 
@@ -9,7 +9,15 @@ import math
 import pytest
 import torch
 
-from core.map_measures import box_mask, box_masks, describe_share, map_entropy, mass_in_box, short_share, top_area_share
+from core.maps.measures import (
+    box_mask,
+    box_masks,
+    describe_share,
+    map_entropy,
+    mass_in_box,
+    short_share,
+    top_area_share,
+)
 
 # -- entropy
 

@@ -29,7 +29,7 @@ from captioning.metrics import (
     score_captions,
     tokenize_like_ptb,
 )
-from core.wordnet import ensure_wordnet, install_wordnet
+from core.training.wordnet import ensure_wordnet, install_wordnet
 
 HAVE_JAVA = shutil.which("java") is not None
 needs_java = pytest.mark.skipif(not HAVE_JAVA, reason="coco-caption's tokenizer and METEOR need Java")

@@ -8,7 +8,7 @@ import pytest
 import torch
 from PIL import Image
 
-from core.encoder import EfficientNetLite
+from core.model.encoder import EfficientNetLite
 from data.dataset import Box
 from data.vocabulary import tokenize
 from data.vqa import VqaSample

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from core.optimization import FusedAdamClipping, adam_with_epoch_decay
+from core.training.optimization import FusedAdamClipping, adam_with_epoch_decay
 
 
 class Tiny(FusedAdamClipping, L.LightningModule):

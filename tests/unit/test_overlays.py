@@ -11,8 +11,8 @@ import pytest
 import torch
 from PIL import Image
 
-from core import overlays
-from core.overlays import colorize, overlay, save_gif, save_png, upsample, word_grid
+from core.maps import overlays
+from core.maps.overlays import colorize, overlay, save_gif, save_png, upsample, word_grid
 from tests.helpers import run_module
 
 GRID = 7

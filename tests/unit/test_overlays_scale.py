@@ -1,4 +1,4 @@
-"""The display scales of the overlays (`core.overlays.FixedScale`, `PerMapStretch`) and the colour bar that
+"""The display scales of the overlays (`core.maps.overlays.FixedScale`, `PerMapStretch`) and the colour bar that
 explains them, on small hand-made maps whose values can be worked out by hand."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 import torch
 from PIL import Image
 
-from core.overlays import DEFAULT_TOP, FixedScale, PerMapStretch, colorize, colour_bar, heat_maps, word_grid
+from core.maps.overlays import DEFAULT_TOP, FixedScale, PerMapStretch, colorize, colour_bar, heat_maps, word_grid
 
 
 def test_the_fixed_scale_draws_uniform_attention_at_one_over_top():

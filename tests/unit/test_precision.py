@@ -1,4 +1,4 @@
-"""The precision chosen for the machine (`core.precision`) and how the CLI applies it (`core.cli`)."""
+"""The precision chosen for the machine (`core.training.precision`) and how the CLI applies it (`core.training.cli`)."""
 
 import logging
 import sys
@@ -9,9 +9,9 @@ import torch
 from captioning.cli import CaptioningCLI
 from captioning.datamodule import CaptionDataModule
 from captioning.module import CaptioningModule
-from core import precision
-from core.cli import CHOSEN_PRECISION
-from core.precision import BF16, FP32, PROBE_SHAPE, MatmulTimings, choose_precision, probe_matmul
+from core.training import precision
+from core.training.cli import CHOSEN_PRECISION
+from core.training.precision import BF16, FP32, PROBE_SHAPE, MatmulTimings, choose_precision, probe_matmul
 from tests.helpers import CAPTIONING_CONFIGS
 
 FASTER_BF16 = MatmulTimings(float32=0.010, bfloat16=0.005)  # a CPU with AMX: bfloat16 twice as fast
@@ -95,7 +95,7 @@ def built_trainer(monkeypatch, timings: MatmulTimings, *options: str):
 
 @pytest.mark.parametrize(("timings", "expected"), [(FASTER_BF16, BF16), (SLOWER_BF16, FP32)])
 def test_a_null_precision_is_chosen_by_the_probe_and_logged_once(monkeypatch, caplog, timings, expected) -> None:
-    with caplog.at_level(logging.INFO, logger="core.cli"):
+    with caplog.at_level(logging.INFO, logger="core.training.cli"):
         trainer = built_trainer(monkeypatch, timings)
     assert trainer.precision == expected
     said = [record.getMessage() for record in caplog.records if record.getMessage().startswith("precision:")]
@@ -104,7 +104,7 @@ def test_a_null_precision_is_chosen_by_the_probe_and_logged_once(monkeypatch, ca
 
 @pytest.mark.parametrize(("timings", "given"), [(FASTER_BF16, FP32), (SLOWER_BF16, BF16)])
 def test_a_given_precision_is_never_overridden(monkeypatch, caplog, timings, given) -> None:
-    with caplog.at_level(logging.INFO, logger="core.cli"):
+    with caplog.at_level(logging.INFO, logger="core.training.cli"):
         trainer = built_trainer(monkeypatch, timings, f"--trainer.precision={given}")
     assert trainer.precision == given
     assert not [record for record in caplog.records if record.getMessage().startswith("precision:")]
@@ -112,7 +112,7 @@ def test_a_given_precision_is_never_overridden(monkeypatch, caplog, timings, giv
 
 def test_without_choose_precision_a_null_precision_stays_float32(monkeypatch, caplog) -> None:
     """A config that does not ask (ShapesWorld's, the tests') trains in float32 whatever the probe would say."""
-    with caplog.at_level(logging.INFO, logger="core.cli"):
+    with caplog.at_level(logging.INFO, logger="core.training.cli"):
         trainer = built_trainer(monkeypatch, FASTER_BF16, "--choose_precision=false")
     assert trainer.precision == FP32
     assert not [record for record in caplog.records if record.getMessage().startswith("precision:")]

@@ -18,8 +18,8 @@ import vqa.export
 from captioning import Captioner
 from captioning.bundled import CAPTION_CHECKPOINTS, SCORE_MODELS, SHAPES_SOFT
 from captioning.bundled import MODELS as CAPTION_MODELS
-from core.checkpoints import read_checkpoint
-from core.pretrained import UnknownModelError, metrics_table
+from core.model.pretrained import UnknownModelError, metrics_table
+from core.training.checkpoints import read_checkpoint
 from data.images import ImageLoadError, load_image
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa import Answerer
@@ -75,7 +75,7 @@ def test_available_models_carry_their_metadata_and_match_their_files():
     for model in [*Captioner.available().values(), *Answerer.available().values()]:
         config = read_checkpoint(model.file)["hyper_parameters"]["encoder"]
         encoder = config["init_args"]
-        if config["class_path"] == "core.encoder.LocalCNN":  # trained with the model: no third-party weights
+        if config["class_path"] == "core.model.encoder.LocalCNN":  # trained with the model: no third-party weights
             assert model.grid == encoder["image_size"] // 2 ** len(encoder["widths"]), model.name
             assert model.encoder.startswith(f"LocalCNN trained with the model, {encoder['image_size']} px"), model.name
             assert "no third-party data or weights" in model.licence, model.name

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from core.checkpoints import CheckpointError, read_checkpoint
+from core.training.checkpoints import CheckpointError, read_checkpoint
 from data.coco import CocoCaptions
 from data.errors import DatasetFormatError
 from data.images import ImageLoadError, load_image

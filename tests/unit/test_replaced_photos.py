@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 
 from captioning.datamodule import CaptionDataModule
-from core.encoder import LocalCNN
+from core.model.encoder import LocalCNN
 from data.karpathy import KarpathyCaptions
 from data.vqa2 import Daquar
 from vqa.datamodule import VqaDataModule

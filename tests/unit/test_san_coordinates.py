@@ -4,7 +4,7 @@ reads it."""
 
 import torch
 
-from core.attention import grid_positions
+from core.model.attention import grid_positions
 from vqa.san import StackedAttention
 
 

@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from core.attention import Attention, CosineScore, KeyStrengthCosineScore
+from core.model.attention import Attention, CosineScore, KeyStrengthCosineScore
 
 
 @pytest.fixture(scope="module")

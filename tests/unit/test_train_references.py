@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from captioning.datamodule import CaptionDataModule
-from core.encoder import LocalCNN
+from core.model.encoder import LocalCNN
 from data.shapes import ShapesWorld
 
 

@@ -16,8 +16,8 @@ from captioning.decoder import ArgMax, ShowAttendTell, StepOutput
 from captioning.module import CaptioningModule
 from captioning.search import beam_search, greedy_search
 from captioning.transformer import TransformerDecoder, attention, sinusoidal_positions
-from core.checkpoints import CheckpointError
-from core.encoder import LocalCNN
+from core.model.encoder import LocalCNN
+from core.training.checkpoints import CheckpointError
 from tests.helpers import always_speaking
 
 VOCAB, FEATURES, GRID = 23, 12, (2, 3)
@@ -220,7 +220,7 @@ def test_checkpoints_saved_with_the_decoder_options_at_the_top_still_load(tmp_pa
     torch.save({"state_dict": model.state_dict(), "hyper_parameters": flat}, path)
     loaded = CaptioningModule.load(path)
     assert loaded.hparams["decoder"]["init_args"]["decoder_dim"] == 8
-    assert loaded.hparams["decoder"]["init_args"]["score"] == "core.attention.AdditiveScore"
+    assert loaded.hparams["decoder"]["init_args"]["score"] == "core.model.attention.AdditiveScore"
     for name, tensor in model.state_dict().items():
         torch.testing.assert_close(loaded.state_dict()[name], tensor)
 

@@ -6,7 +6,7 @@ import functools
 import pytest
 import torch
 
-from core.encoder import EfficientNetLite
+from core.model.encoder import EfficientNetLite
 from data.vocabulary import Vocabulary
 from vqa.answers import AnswerVocabulary
 from vqa.module import VqaModule

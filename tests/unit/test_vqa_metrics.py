@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from core.wordnet import ensure_wordnet
+from core.training.wordnet import ensure_wordnet
 from vqa.metrics import (
     DaquarReport,
     QuestionRecord,

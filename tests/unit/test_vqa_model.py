@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from core.map_measures import mass_in_box, mass_in_boxes
+from core.maps.measures import mass_in_box, mass_in_boxes
 from data.vocabulary import Vocabulary
 from data.vqa import VqaSample
 from vqa.answers import AnswerVocabulary, MajorityAnswer, SoftScores
@@ -174,7 +174,7 @@ def test_feature_dropout_drops_region_values_in_training_only():
 def test_checkpoints_saved_with_the_san_options_at_the_top_still_load(tmp_path):
     """Before the SAN was a component (`model.san`) its options stood beside the encoder's (the bundled checkpoints):
     they are read as the SAN's, and the weights land where they were."""
-    from core.encoder import LocalCNN
+    from core.model.encoder import LocalCNN
     from vqa.module import VqaModule
 
     torch.manual_seed(0)
@@ -192,7 +192,7 @@ def test_checkpoints_saved_with_the_san_options_at_the_top_still_load(tmp_path):
     assert {k: loaded.hparams["san"]["init_args"][k] for k in ("attention_dim", "hops", "classifier_hidden")} == {
         "attention_dim": 5, "hops": 1, "classifier_hidden": 3
     }
-    assert loaded.hparams["san"]["init_args"]["score"] == "core.attention.AdditiveScore"  # its moved path, read now
+    assert loaded.hparams["san"]["init_args"]["score"] == "core.model.attention.AdditiveScore"  # its moved path, read now
     assert len(loaded.san.hops) == 1
     for name, tensor in model.state_dict().items():
         torch.testing.assert_close(loaded.state_dict()[name], tensor)

@@ -8,7 +8,7 @@
   ShapesWorld's question words and 18 answers (yes/no, counts 0-4, shapes, colours, sizes).
 
 `MODELS` is the one list of them: their names, files and what the project says about each
-(`core.pretrained.PretrainedModel`). The file constants and the app's `VQA_CHECKPOINTS` are read from it.
+(`core.model.pretrained.PretrainedModel`). The file constants and the app's `VQA_CHECKPOINTS` are read from it.
 Compact checkpoints made by `python -m vqa.bundle`; `vqa.Answerer.from_pretrained(name)` loads one for use from
 Python, `VqaModule.load(file)` as a Lightning module.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.pretrained import PretrainedModel
+from core.model.pretrained import PretrainedModel
 
 _HERE = Path(__file__).resolve().parent
 

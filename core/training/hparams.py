@@ -19,10 +19,27 @@ from typing import Any
 MOVED_ENTRY_POINTS = "visual_attention.moved_modules"
 
 
+# This package's own modules that moved into its sub-packages (`core.model`, `core.maps`, `core.training`): checkpoints
+# saved before record their classes' old paths (`core.encoder.EfficientNetLite`, `core.attention.AdditiveScore`).
+CORE_MOVES = {
+    "core.attention": "core.model.attention",
+    "core.encoder": "core.model.encoder",
+    "core.fast_path": "core.model.fast_path",
+    "core.pretrained": "core.model.pretrained",
+    "core.overlays": "core.maps.overlays",
+    "core.map_measures": "core.maps.measures",
+    **{f"core.{name}": f"core.training.{name}" for name in (
+        "averaging", "batches", "bundle", "checkpoints", "cli", "command_help", "curves", "features", "gathering",
+        "hparams", "optimization", "precision", "progress", "results", "resume", "tensorboard", "wordnet"
+    )},
+}
+
+
 @functools.cache
 def moved_modules() -> dict[str, str]:
-    """{old module path: current one}, of every installed task (`MOVED_ENTRY_POINTS`)."""
-    moves: dict[str, str] = {}
+    """{old module path: current one}: this package's (`CORE_MOVES`) and every installed task's
+    (`MOVED_ENTRY_POINTS`)."""
+    moves = dict(CORE_MOVES)
     for entry in entry_points(group=MOVED_ENTRY_POINTS):
         moves.update(entry.load())
     return moves

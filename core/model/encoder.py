@@ -39,7 +39,7 @@ from PIL import Image
 from torch import Tensor, nn
 from torchvision.transforms import functional as TF
 
-from core.attention import grid_positions
+from core.model.attention import grid_positions
 
 # Bump when a code change here alters the features an unchanged configuration produces, so that feature
 # caches built by older code are not reused.
@@ -448,7 +448,7 @@ class TorchvisionEncoder(Encoder):
             raise RuntimeError(
                 f"could not obtain the {self.weights_name} weights for {architecture} ({err}); torchvision "
                 f"downloads them on first use, which needs internet access. Offline, use "
-                f"core.encoder.EfficientNetLite, whose weights ship inside a Python package, or put the "
+                f"core.model.encoder.EfficientNetLite, whose weights ship inside a Python package, or put the "
                 f"weights file in torch.hub.get_dir()/checkpoints"
             ) from err
 

@@ -4,7 +4,7 @@ checkpoint of another kind of model; written atomically, so a crash mid-save nev
 checkpoint under the real name.
 
 Shared by every LightningModule of the project (captioning and VQA), whose hyper-parameters are plain data
-(see `core.hparams`), so a model is rebuilt from its checkpoint alone.
+(see `core.training.hparams`), so a model is rebuilt from its checkpoint alone.
 
 Two kinds of checkpoint load: Lightning's own (every weight, loaded strictly), and the compact ones that
 `python -m captioning.bundle` writes for shipping: float16 weights and, when the encoder is frozen, no
@@ -31,7 +31,7 @@ from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.cli import instantiate_module
 from lightning.pytorch.plugins.io import CheckpointIO, TorchCheckpointIO
 
-from core.hparams import current_class_paths
+from core.training.hparams import current_class_paths
 
 M = TypeVar("M", bound=L.LightningModule)
 
@@ -297,9 +297,9 @@ def _sync_folder(folder: Path) -> None:
 # environment variable can turn off) and writes through an fsspec transaction whose temporary file lives in the
 # system's temp folder, then is moved without fsync. `SafeCheckpointIO` replaces both for local files:
 #
-# * `load_checkpoint` is `core.checkpoints.read_checkpoint`: `weights_only=True` always, so resuming
+# * `load_checkpoint` is `core.training.checkpoints.read_checkpoint`: `weights_only=True` always, so resuming
 #   (`fit --ckpt_path`) or testing a checkpoint someone sent you can never run code pickled into it;
-# * `save_checkpoint` is `core.checkpoints.write_checkpoint` (temporary file in the same folder, fsync,
+# * `save_checkpoint` is `core.training.checkpoints.write_checkpoint` (temporary file in the same folder, fsync,
 #   `os.replace`), and refuses weights that are not finite: a run whose weights turned NaN stops with a
 #   FloatingPointError instead of overwriting `last.ckpt`, so the last good checkpoint survives.
 #

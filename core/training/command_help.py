@@ -1,7 +1,7 @@
 """What a task's command line says about itself: its description, its subcommands in whole sentences, and the
 configs it ships, for `python -m captioning --help` and `python -m vqa --help`.
 
-The same `CommandHelp` feeds both the LightningCLI parser (`core.cli.CheckpointSafeCLI`: description, epilog,
+The same `CommandHelp` feeds both the LightningCLI parser (`core.training.cli.CheckpointSafeCLI`: description, epilog,
 subcommand help) and a quick answer to a bare `--help`, given before torch and Lightning are imported (seconds
 on a laptop), since that answer needs neither. This module imports neither, for that reason.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: The configs of every task, beside the packages (a checkout installed with `pip install -e .`).
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 #: Lightning's subcommands, each said whole (Lightning's own help is the first line of each Trainer method's
 #: docstring, cut mid-sentence).

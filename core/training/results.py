@@ -15,7 +15,7 @@ from typing import Any
 import lightning as L
 from lightning.pytorch.callbacks import BasePredictionWriter
 
-from core.gathering import gather_by_key
+from core.training.gathering import gather_by_key
 
 
 def write_json_atomically(path: Path, value: Any) -> None:

@@ -1,4 +1,4 @@
-"""`python -m core.curves OUT.png LABEL=RUN_LOG_FOLDER ...`: training curves from Lightning's logs.
+"""`python -m core.training.curves OUT.png LABEL=RUN_LOG_FOLDER ...`: training curves from Lightning's logs.
 
 Both CLIs log through `lightning.pytorch.loggers.TensorBoardLogger` (configs/trainer.yaml), which writes the event
 files of a run into its log folder (`<run folder>/logs/version_N/`), or, with `--trainer.logger
@@ -160,7 +160,7 @@ def parse_run(text: str) -> tuple[str, list[Path]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m core.curves",
+        prog="python -m core.training.curves",
         description="Plot per-epoch training curves of one or more runs from their Lightning logs (TensorBoard or CSV).",
     )
     parser.add_argument("out", type=Path, help="the PNG to write")

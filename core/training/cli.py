@@ -16,7 +16,7 @@ from lightning.pytorch.callbacks.progress.progress_bar import ProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
 
-from core.checkpoints import (
+from core.training.checkpoints import (
     CheckpointError,
     check_kind,
     check_weights_fit,
@@ -24,16 +24,16 @@ from core.checkpoints import (
     read_checkpoint,
     with_safe_checkpoint_io,
 )
-from core.command_help import SUBCOMMANDS, WIDTH, CommandHelp
-from core.hparams import moved_modules
-from core.precision import precision_for
-from core.progress import CountedModelSummary, training_progress_bar
-from core.resume import RandomState
+from core.training.command_help import SUBCOMMANDS, WIDTH, CommandHelp
+from core.training.hparams import moved_modules
+from core.training.precision import precision_for
+from core.training.progress import CountedModelSummary, training_progress_bar
+from core.training.resume import RandomState
 
 #: The settings every task config shares (seed, logger, checkpoints, gradient clipping): each subcommand reads this
 #: file first, then its --config files and options, which override it. It sits beside the task configs, found from
 #: this package whatever the working directory.
-TRAINER_BASE = Path(__file__).resolve().parents[1] / "configs" / "trainer.yaml"
+TRAINER_BASE = Path(__file__).resolve().parents[2] / "configs" / "trainer.yaml"
 
 #: Where the precision chosen for a null `trainer.precision` is passed to the other processes of a DDP run, which
 #: Lightning starts by running the same command again: they use it instead of probing the CPU on their own.
@@ -51,10 +51,10 @@ class CheckpointSafeCLI(LightningCLI):
       unless the config names a CheckpointIO plugin;
     * the `RandomState` callback is always added, so a run resumed mid-epoch continues exactly;
     * the progress bar is Lightning's own without `v_num`, and the model summary without a FLOPs count nothing
-      counted (`core.progress`), unless the config names its own or turns them off; each subcommand says in one
+      counted (`core.training.progress`), unless the config names its own or turns them off; each subcommand says in one
       line what it is about to do;
     * with `choose_precision: true` (the Flickr8k configs), a `trainer.precision` left null becomes the precision
-      that fits the machine (`core.precision`: bfloat16 autocast where it is faster than float32), said in one
+      that fits the machine (`core.training.precision`: bfloat16 autocast where it is faster than float32), said in one
       line; a precision given in a config or as `--trainer.precision` is used as given. Without it, a null
       precision is Lightning's float32, so a run does not depend on a timing.
     """
@@ -100,7 +100,7 @@ class CheckpointSafeCLI(LightningCLI):
                 dist.destroy_process_group()
 
     def _add_subcommands(self, parser: LightningArgumentParser, **kwargs: Any) -> None:
-        # Lightning's own, with each subcommand's help said whole (`core.command_help.SUBCOMMANDS`) instead of the
+        # Lightning's own, with each subcommand's help said whole (`core.training.command_help.SUBCOMMANDS`) instead of the
         # first line of the Trainer method's docstring
         self._subcommand_parsers: dict[str, LightningArgumentParser] = {}
         subcommands = parser.add_subcommands()
@@ -155,7 +155,7 @@ class CheckpointSafeCLI(LightningCLI):
 
     @staticmethod
     def _machine_precision(accelerator: Any) -> str:
-        """The precision `core.precision` chooses for this machine, logged once; in the other processes of a DDP
+        """The precision `core.training.precision` chooses for this machine, logged once; in the other processes of a DDP
         run, the one the first process chose."""
         inherited = os.environ.get(CHOSEN_PRECISION)
         if inherited and os.environ.get("LOCAL_RANK", "0") != "0":
@@ -304,11 +304,11 @@ def hide_library_notices() -> None:
     message (every other warning still shows):
 
     * Lightning's count of modules in eval mode at the start of training: a frozen encoder is in eval mode on
-      purpose (`core.encoder`), so a run always had it;
+      purpose (`core.model.encoder`), so a run always had it;
     * torch's deprecation of `LeafSpec`, raised inside Lightning's own `_pytree` helper at every evaluation: for
       Lightning to change, not the user;
     * Lightning's advertisement for its cloud logger (a "Tip" logged at every start), and its note that the
-      trainer has a model summary already (the project's, `core.progress.CountedModelSummary`).
+      trainer has a model summary already (the project's, `core.training.progress.CountedModelSummary`).
     """
     warnings.filterwarnings(
         "ignore", message=r"Found \d+ module\(s\) in eval mode at the start of training", category=PossibleUserWarning
@@ -324,7 +324,7 @@ def hide_library_notices() -> None:
 
 class _LightningNotices(logging.Filter):
     """Drops Lightning's "💡 Tip: ... litlogger" message, and its note that the trainer already has a model summary
-    callback (the project's own, `core.progress.CountedModelSummary`)."""
+    callback (the project's own, `core.training.progress.CountedModelSummary`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()

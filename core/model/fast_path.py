@@ -1,5 +1,5 @@
 """The fast path of the additive score (`AdditiveScore(fast_path=True)`, what the models build by default): the same
-function as `core.attention.AdditiveScore`'s readable code, up to float rounding, faster on a CPU.
+function as `core.model.attention.AdditiveScore`'s readable code, up to float rounding, faster on a CPU.
 `AdditiveScore` branches here at the two lines where the paths differ (its key projection and its score), and
 `tests/unit/test_fast_path.py` shows both give the same losses, gradients and captions.
 

@@ -23,7 +23,7 @@ be left behind by a process killed outright; it is never read and can be deleted
 A build can take minutes, so it says what it does before it starts: `announce` (called by a data module with
 every split a stage needs) lists the caches to build, with their image counts; each build then names its split
 and, once its first batch is encoded, estimates how long the rest takes on this machine from that batch's speed.
-Progress is shown per split by `core.progress.phase_progress`.
+Progress is shown per split by `core.training.progress.phase_progress`.
 
 A run that reads only part of a split (`fast_dev_run`, an integer `limit_train_batches`/`limit_val_batches`) does
 not build its cache: `splits_read_in_part` names those splits from the Trainer's limits, `announce_encoding_on_read`
@@ -52,8 +52,8 @@ from PIL import Image
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from core.encoder import Encoder
-from core.progress import phase_progress
+from core.model.encoder import Encoder
+from core.training.progress import phase_progress
 
 logger = logging.getLogger(__name__)
 

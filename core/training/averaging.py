@@ -27,11 +27,11 @@ from typing import Any, Sequence
 
 import torch
 
-from core.checkpoints import (
+from core.training.checkpoints import (
     ENCODER_WEIGHTS,
     CheckpointError,
-    Loadable,
     CheckpointKind,
+    Loadable,
     current_hyperparameters,
     read_checkpoint,
     write_checkpoint,

@@ -6,7 +6,7 @@ Lightning's `TensorBoardLogger` (the logger of configs/trainer.yaml) already wri
 epochs compare), under the tags `samples/1`, `samples/2`, ...:
 
 * a text: the generated caption beside a reference, or the question, the predicted answer and the right one;
-* a picture: the photo, then one attention overlay per word or per hop, drawn by `core.overlays.word_grid` as
+* a picture: the photo, then one attention overlay per word or per hop, drawn by `core.maps.overlays.word_grid` as
   the export's grid.png is.
 
 Each task says what its model makes of those items (`captioning.tensorboard.CaptionSamples`,
@@ -31,7 +31,7 @@ from lightning.pytorch.utilities import move_data_to_device
 from PIL import Image
 from torch import Tensor
 
-from core.overlays import heat_maps, word_grid
+from core.maps.overlays import heat_maps, word_grid
 
 TAG = "samples"  # the tags are samples/1 .. samples/count, an image and a text each
 
