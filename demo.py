@@ -155,8 +155,9 @@ COMPARE_GROUPS = (
     CompareGroup(
         "six score functions (ShapesWorld)",
         "The same small ShapesWorld captioning model trained six times, once with each way of scoring attention "
-        "(`core.model.attention`): **additive** v^T tanh(W_h h + W_s s), **dot** s^T h, **scaled dot** s^T h / sqrt(n), "
-        "**general** s^T W h, **cosine** cos(s, h), and **location-based** W s, which never reads the image.",
+        "(`core.model.attention`): **additive** v^T tanh(W_h h + W_s s), **dot** s^T h, "
+        "**scaled dot** s^T h / sqrt(n), **general** s^T W h, **cosine** cos(s, h), and **location-based** W s, "
+        "which never reads the image.",
         COMPARE_CHECKPOINTS,
     ),
     CompareGroup(

@@ -1,8 +1,8 @@
 """`python -m captioning.bundle IN.ckpt OUT.ckpt`: a compact copy of a trained captioning checkpoint, small enough to
-ship (float16 weights, without a frozen encoder's). See `core.training.bundle`. The copy may carry other beam-search settings
-than the run's (`--beam-size`, `--length-penalty`, `--no-repeat-ngram-size`, `--complete-phrases`, e.g. those chosen
-on the validation split), so that the model decodes with them wherever it is loaded, and a Transformer's copy may
-draw another layer's map (`--map-layer`, e.g. the one chosen on photos with boxes)."""
+ship (float16 weights, without a frozen encoder's). See `core.training.bundle`. The copy may carry other beam-search
+settings than the run's (`--beam-size`, `--length-penalty`, `--no-repeat-ngram-size`, `--complete-phrases`, e.g.
+those chosen on the validation split), so that the model decodes with them wherever it is loaded, and a Transformer's
+copy may draw another layer's map (`--map-layer`, e.g. the one chosen on photos with boxes)."""
 
 import sys
 

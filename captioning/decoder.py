@@ -9,8 +9,8 @@ with h_0, c_0 = tanh MLPs of the mean annotation vector. The per-image half of f
 per image (`start`), so a step costs only its query side.
 
 With `fast_path` (the default) three places branch to CPU speed-ups that compute the same values: the additive score
-(`core.model.fast_path`, inside `AdditiveScore`), the image grid cast once to the compute dtype (`start`) and the LSTM step
-of the teacher-forced unroll (`forward`; both `captioning.fast_unroll`). With `fast_path=False` every line runs as
+(`core.model.fast_path`, inside `AdditiveScore`), the image grid cast once to the compute dtype (`start`) and the LSTM
+step of the teacher-forced unroll (`forward`; both `captioning.fast_unroll`). With `fast_path=False` every line runs as
 written here.
 
 Soft and hard attention differ only in how the context is read from alpha (a `Read`, below): the

@@ -7,7 +7,6 @@ hyper-parameters, so a checkpoint alone is enough for `test`, `predict`, the dem
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import lightning as L
@@ -36,8 +35,8 @@ from core.training.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 
 
-# What this task's checkpoints are called and what they all hold; declared to `core.training.checkpoints` as an entry point
-# (pyproject.toml), so that a captioning checkpoint given to another task is refused by name.
+# What this task's checkpoints are called and what they all hold; declared to `core.training.checkpoints` as an entry
+# point (pyproject.toml), so that a captioning checkpoint given to another task is refused by name.
 CHECKPOINT_KIND = CheckpointKind(name="captioning", command="python -m captioning", required=("vocabulary",))
 
 # The decoder's options that checkpoints saved before the decoder became a component (`model.decoder`) hold at the
@@ -47,14 +46,22 @@ FLAT_DECODER_OPTIONS = (
     "state_from_image", "coordinates", "remember_content", "fast_path",
 )  # fmt: skip
 
-# A checkpoint's hyper-parameters as this version reads them: the flat decoder options of an older checkpoint become
-# `decoder`, a `ShowAttendTell` config (which its weights, under `decoder.`, already fit).
-current_hyperparameters = functools.partial(
-    component_from_flat_options,
-    key="decoder",
-    class_path="captioning.decoder.ShowAttendTell",
-    options=FLAT_DECODER_OPTIONS,
-)
+
+
+def current_hyperparameters(hparams: dict) -> dict:
+    """A checkpoint's hyper-parameters as this version reads them: the flat decoder options of an older checkpoint
+    become `decoder`, a `ShowAttendTell` config (which its weights, under `decoder.`, already fit), and hard
+    attention's `entropy_weight`, a bonus that spreads the maps, is its `entropy_bonus`."""
+    hparams = component_from_flat_options(
+        hparams, key="decoder", class_path="captioning.decoder.ShowAttendTell", options=FLAT_DECODER_OPTIONS
+    )
+    attention = hparams.get("attention")
+    if isinstance(attention, dict) and attention.get("class_path") == "captioning.objectives.HardAttention":
+        init_args = dict(attention.get("init_args") or {})
+        if "entropy_weight" in init_args:
+            init_args["entropy_bonus"] = init_args.pop("entropy_weight")
+            hparams = {**hparams, "attention": {**attention, "init_args": init_args}}
+    return hparams
 
 
 class CaptioningModule(FusedAdamClipping, L.LightningModule):

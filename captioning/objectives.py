@@ -223,7 +223,8 @@ class HardAttention(AttentionObjective):
 
     Args:
         reinforce_weight: lambda_r, the weight of the REINFORCE term (the original code's 0.1).
-        entropy_weight: lambda_e, the weight of the attention entropy bonus (the original code's 0.002).
+        entropy_bonus: lambda_e, the weight of the attention entropy bonus (the original code's 0.002): subtracted
+            from the loss, it spreads the maps, where `SoftAttention(entropy_weight=...)` sharpens them.
         baseline_decay: the moving average's decay (the paper's 0.9).
         expectation_probability: chance that a minibatch reads the expectation instead of a sample (the
             paper's 0.5; 0 always samples).
@@ -235,7 +236,7 @@ class HardAttention(AttentionObjective):
         self,
         *,
         reinforce_weight: float = 0.1,
-        entropy_weight: float = 0.002,
+        entropy_bonus: float = 0.002,
         baseline_decay: float = 0.9,
         expectation_probability: float = 0.5,
         inference: type[Read] = Expectation,
@@ -246,7 +247,7 @@ class HardAttention(AttentionObjective):
         if not 0.0 <= expectation_probability <= 1.0:
             raise ValueError(f"expectation_probability must be in [0, 1], got {expectation_probability}")
         self.reinforce_weight = reinforce_weight
-        self.entropy_weight = entropy_weight
+        self.entropy_bonus = entropy_bonus
         self.baseline_decay = baseline_decay
         self.expectation_probability = expectation_probability
         self.register_buffer("baseline", torch.zeros(()))
@@ -273,7 +274,7 @@ class HardAttention(AttentionObjective):
         else:
             likelihood_loss = -reward.mean()
         entropy = attention_entropy(out.weights, mask)
-        total = likelihood_loss - self.entropy_weight * entropy
+        total = likelihood_loss - self.entropy_bonus * entropy
         parts = {"cross_entropy": likelihood_loss.detach(), "attention_entropy": entropy.detach()}
         if out.locations is None:  # an expectation minibatch
             return LossTerms(total, parts)

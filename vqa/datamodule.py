@@ -2,8 +2,8 @@
 
 Like captioning's data module it serves the model it trains: the question vocabulary and the answer classes
 are the model's when it has them (a checkpoint), otherwise they are built from the training questions; the
-encoder is the model's, and the output of its frozen trunk comes from the feature cache (`core.training.features`), one entry per
-image.
+encoder is the model's, and the output of its frozen trunk comes from the feature cache (`core.training.features`), one
+entry per image.
 """
 
 from __future__ import annotations
@@ -219,8 +219,8 @@ class VqaDataModule(L.LightningDataModule):
 # Torch datasets that turn VQA questions into model inputs: the image's grid (or image), the question's word
 # ids, its target over the answer classes and its ground-truth regions where known.
 #
-# Images come through the shared `CachedInputs` / `ImageInputs` (`core.training.batches`), indexed by image, so an image asked about
-# many times is stored and encoded once.
+# Images come through the shared `CachedInputs` / `ImageInputs` (`core.training.batches`), indexed by image, so an image
+# asked about many times is stored and encoded once.
 #
 
 

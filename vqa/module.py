@@ -30,8 +30,8 @@ from vqa.questions import user_question_ids
 from vqa.san import SanFactory, SanOutput, StackedAttention
 
 
-# What this task's checkpoints are called and what they all hold; declared to `core.training.checkpoints` as an entry point
-# (pyproject.toml), so that a VQA checkpoint given to another task is refused by name.
+# What this task's checkpoints are called and what they all hold; declared to `core.training.checkpoints` as an entry
+# point (pyproject.toml), so that a VQA checkpoint given to another task is refused by name.
 CHECKPOINT_KIND = CheckpointKind(name="VQA", command="python -m vqa", required=("question_vocabulary", "answers"))
 
 # The SAN's options that checkpoints saved before the SAN became a component (`model.san`) hold at the top level of

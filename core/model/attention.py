@@ -8,8 +8,8 @@ is chosen in YAML by class (`score: core.model.attention.DotScore`), never by a 
 All score classes share one keyword-only constructor so that a model can build whichever class it is given:
 `query_dim` (size of s), `key_dim` (size of h), `attention_dim` (hidden size where the score has one),
 `num_locations` (L, used by the location score) and `fast_path` (compute the same function faster where the class
-has a way to: `AdditiveScore`, through `core.model.fast_path`). Subclasses take them as `**shared` and read them back from
-the attributes the base sets.
+has a way to: `AdditiveScore`, through `core.model.fast_path`). Subclasses take them as `**shared` and read them back
+from the attributes the base sets.
 
 Shapes: B images, L locations of a grid, D the annotation size, Q the query size, A the attention size, P the width
 of the projected keys (D, Q or A, by score function), K queries per image (the beams of a search, the samples of

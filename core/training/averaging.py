@@ -56,6 +56,7 @@ TRAINING_SETTINGS = frozenset(
         "max_length",
         "penalty_weight",
         "entropy_weight",
+        "entropy_bonus",
         "reinforce_weight",
         "baseline_decay",
         "expectation_probability",

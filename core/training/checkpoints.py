@@ -182,7 +182,8 @@ def load_module(
     """A `cls` model rebuilt from the checkpoint's hyper-parameters and weights, in eval mode.
 
     A checkpoint of another kind than `cls.checkpoint_kind` is refused, naming the kind it is. The hyper-parameters
-    that kind requires are the model's vocabularies: the model is built without them, then `give_vocabularies(model, *their values)` hands them over (as a training run's data does): Lightning's
+    that kind requires are the model's vocabularies: the model is built without them, then
+    `give_vocabularies(model, *their values)` hands them over (as a training run's data does). Lightning's
     `instantiate_module` checks a list through jsonargparse, which copies the whole list for each of its items, and
     that made a Flickr8k model (2535 words) load in 4.0 s instead of 0.36 s (docs/performance.md).
     """

@@ -45,8 +45,8 @@ class CheckpointSafeCLI(LightningCLI):
 
     * every subcommand starts from `TRAINER_BASE` (configs/trainer.yaml), whose logger writes to the run folder,
       `trainer.default_root_dir`, unless its `save_dir` is given, then from the task's base (configs/TASK.yaml);
-    * a `--ckpt_path` file is read as data and must be a checkpoint of the model's `checkpoint_kind`, whose weights fit the
-      model its hyper-parameters build; otherwise a CheckpointError names the file, before anything runs;
+    * a `--ckpt_path` file is read as data and must be a checkpoint of the model's `checkpoint_kind`, whose weights fit
+      the model its hyper-parameters build; otherwise a CheckpointError names the file, before anything runs;
     * the Trainer reads and writes checkpoints with `SafeCheckpointIO` (as data, atomically, never NaN weights)
       unless the config names a CheckpointIO plugin;
     * the `RandomState` callback is always added, so a run resumed mid-epoch continues exactly;
@@ -100,8 +100,8 @@ class CheckpointSafeCLI(LightningCLI):
                 dist.destroy_process_group()
 
     def _add_subcommands(self, parser: LightningArgumentParser, **kwargs: Any) -> None:
-        # Lightning's own, with each subcommand's help said whole (`core.training.command_help.SUBCOMMANDS`) instead of the
-        # first line of the Trainer method's docstring
+        # Lightning's own, with each subcommand's help said whole (`core.training.command_help.SUBCOMMANDS`) instead of
+        # the first line of the Trainer method's docstring
         self._subcommand_parsers: dict[str, LightningArgumentParser] = {}
         subcommands = parser.add_subcommands()
         for subcommand in self.subcommands():

@@ -7,8 +7,8 @@ without AMX the product ran at 107 GFLOP/s against 236 for float32, and decoder 
 its float32 speed — so a CPU is asked: `probe_matmul` times a few matrix products of the decoder's size in both
 dtypes (about 0.1 s) and `choose_precision` takes bfloat16 only when it was clearly faster.
 
-The CLI (`core.training.cli`) applies this when `trainer.precision` is left null (the configs' default): the choice and the
-probe's figures are logged in one line, and an explicit `--trainer.precision` is always used as given.
+The CLI (`core.training.cli`) applies this when `trainer.precision` is left null (the configs' default): the choice and
+the probe's figures are logged in one line, and an explicit `--trainer.precision` is always used as given.
 """
 
 from __future__ import annotations

@@ -207,8 +207,8 @@ def test_vqa_fit_test_and_predict_on_two_processes(tmp_path, monkeypatch):
     run_module(
         "vqa", "fit", *config, *data, *DDP, *logged_to(fit_dir), "--trainer.max_epochs=1",
         "--trainer.limit_train_batches=2", "--trainer.num_sanity_val_steps=0",
-        "--model.embed_dim=8", "--model.question_dim=16", "--model.san.attention_dim=8", "--model.san.classifier_hidden=16",
-        cwd=tmp_path,
+        "--model.embed_dim=8", "--model.question_dim=16", "--model.san.attention_dim=8",
+        "--model.san.classifier_hidden=16", cwd=tmp_path,
     )
     assert {p.name for p in fit_dir.rglob("*.ckpt")} >= {"best.ckpt", "last.ckpt"}  # monitored val/accuracy
     assert {"val/accuracy", "val/attention_correctness/hop1"} <= set(metrics_of(fit_dir))

@@ -289,7 +289,8 @@ def test_initial_weights_read_larger_images_onto_a_finer_grid():
 
 def test_initial_weights_of_another_encoder_setting_are_refused_by_name():
     bundled = REPO / "captioning" / "bundled" / "shapes_soft.ckpt"
-    with pytest.raises(CheckpointError, match=r"another encoder \(core.model.encoder.LocalCNN: widths=\(32, 64, 128\) there"):
+    refused = r"another encoder \(core.model.encoder.LocalCNN: widths=\(32, 64, 128\) there"
+    with pytest.raises(CheckpointError, match=refused):
         CaptioningModule(encoder=LocalCNN(widths=(16, 32, 64), coordinates=False), initial_weights=bundled)
 
 
@@ -337,7 +338,8 @@ def test_cli_fine_tunes_a_bundled_model_self_critically_and_resumes(tmp_path):
 
 
 def composed(name: str) -> dict:
-    """The whole config of configs/captioning/`name` given after its base and overlays, as `--print_config` prints it."""
+    """The whole config of configs/captioning/`name` given after its base and overlays, as `--print_config`
+    prints it."""
     from captioning.cli import main
 
     printed = io.StringIO()

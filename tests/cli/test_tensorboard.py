@@ -1,5 +1,5 @@
-"""What a run shows in TensorBoard (core.training.tensorboard): two tiny epochs through each CLI, then the event file read
-back with TensorBoard's own reader: the metrics, and per validation epoch one text and one attention picture for
+"""What a run shows in TensorBoard (core.training.tensorboard): two tiny epochs through each CLI, then the event file
+read back with TensorBoard's own reader: the metrics, and per validation epoch one text and one attention picture for
 each of the first 4 validation images, the same ones every epoch."""
 
 from __future__ import annotations
@@ -93,7 +93,9 @@ def test_a_captioning_run_shows_captions_and_word_attention(tmp_path: Path) -> N
 def test_a_vqa_run_shows_questions_answers_and_every_hop(tmp_path: Path) -> None:
     from data.shapes_vqa import ShapesWorldVqa
 
-    folder = fit("vqa", VQA_CONFIGS / "shapes_san.yaml", tmp_path, "--model.question_dim=8", "--model.san.classifier_hidden=8")
+    folder = fit(
+        "vqa", VQA_CONFIGS / "shapes_san.yaml", tmp_path, "--model.question_dim=8", "--model.san.classifier_hidden=8"
+    )
     events = tensorboard_events(folder)
     assert {"val/accuracy", "val/attention_correctness/hop2"} <= set(events.Tags()["scalars"])
     questions = ShapesWorldVqa(**SIZES).questions("val")[:SHOWN]

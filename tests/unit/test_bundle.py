@@ -69,7 +69,8 @@ def test_bundled_checkpoints_are_small_float16_and_leave_a_pretrained_encoder_to
     checkpoint = read_checkpoint(path)
     state = checkpoint["state_dict"]
     encoder = [name for name in state if name.startswith("encoder.")]
-    if checkpoint["hyper_parameters"]["encoder"]["class_path"] == "core.model.encoder.LocalCNN":  # trained with the model
+    trained_with_the_model = checkpoint["hyper_parameters"]["encoder"]["class_path"] == "core.model.encoder.LocalCNN"
+    if trained_with_the_model:
         assert ENCODER_WEIGHTS not in checkpoint and encoder
     else:
         assert checkpoint[ENCODER_WEIGHTS] == ENCODER_FROM_PACKAGE

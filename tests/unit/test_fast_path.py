@@ -1,5 +1,5 @@
-"""The fast path (`core.model.fast_path`, `captioning.fast_unroll`) against the readable one: the same losses, gradients,
-captions and answers.
+"""The fast path (`core.model.fast_path`, `captioning.fast_unroll`) against the readable one: the same losses,
+gradients, captions and answers.
 
 Each pair of models is built once with `fast_path=False` (the plain code of the model files) and once with
 `fast_path=True`, with the same weights (`load_state_dict`: the two paths share their parameters). The
@@ -96,7 +96,7 @@ def test_hard_attention_same_locations_loss_and_gradients():
     """A seeded sample reads the same locations on both paths; replaying them gives the same REINFORCE loss."""
     readable, fast = pair(decoder)
     features, captions = batch()
-    objective = HardAttention(reinforce_weight=0.1, entropy_weight=0.002)
+    objective = HardAttention(reinforce_weight=0.1, entropy_bonus=0.002)
     objective.baseline.fill_(-1.5)
     torch.manual_seed(7)
     fast_loss, fast_gradients, fast_out = loss_and_gradients(fast.train(), objective, features, captions, Sample())

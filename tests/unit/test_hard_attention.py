@@ -96,7 +96,7 @@ def test_hard_loss_equals_its_formula():
     weights = torch.softmax(torch.randn(2, 3, L), -1)
     locations = torch.tensor([[0, 2, 1], [1, 1, 1]])
     targets = torch.tensor([[3, 4, END], [4, END, PAD]])
-    objective = HardAttention(reinforce_weight=0.1, entropy_weight=0.002)
+    objective = HardAttention(reinforce_weight=0.1, entropy_bonus=0.002)
     objective.baseline.fill_(-1.2)
     from captioning.decoder import TeacherForced
 
@@ -212,13 +212,13 @@ def test_reinforce_estimate_is_unbiased_for_the_exact_gradient_of_the_lower_boun
     directions = torch.cat([exact.unsqueeze(0), torch.randn(5, exact.numel())])
     directions = directions / directions.norm(dim=1, keepdim=True)  # the exact gradient's direction and 5 random
 
-    unbiased = HardAttention(reinforce_weight=1.0, entropy_weight=0.0, expectation_probability=0.0)
+    unbiased = HardAttention(reinforce_weight=1.0, entropy_bonus=0.0, expectation_probability=0.0)
     samples = estimates(decoder, unbiased, batches=500, per_batch=40, update_baseline=True)
     assert all(mean_within(samples, exact, directions, sigmas=3.0))
 
     # the check has power: the gradient without the REINFORCE term (the pathwise part only) is caught
     torch.manual_seed(12)
-    pathwise = HardAttention(reinforce_weight=0.0, entropy_weight=0.0, expectation_probability=0.0)
+    pathwise = HardAttention(reinforce_weight=0.0, entropy_bonus=0.0, expectation_probability=0.0)
     biased = estimates(decoder, pathwise, batches=500, per_batch=40, update_baseline=False)
     assert not all(mean_within(biased, exact, directions, sigmas=3.0))
 
@@ -227,7 +227,7 @@ def test_reinforce_estimate_is_unbiased_for_the_exact_gradient_of_the_lower_boun
 def test_the_baseline_lowers_the_estimators_variance():
     decoder = tiny_decoder(seed=2)
     torch.manual_seed(21)
-    with_baseline = HardAttention(reinforce_weight=1.0, entropy_weight=0.0, expectation_probability=0.0)
+    with_baseline = HardAttention(reinforce_weight=1.0, entropy_bonus=0.0, expectation_probability=0.0)
     estimates(decoder, with_baseline, batches=40, per_batch=10, update_baseline=True)  # let the average settle
     # b tracks E[log p(y|s,a)] = L_s, and its law is known exactly: the decoder does not change, so the 40
     # minibatch means r_k are independent, each the mean of 10 rewards drawn from the 9 paths' enumerated
@@ -243,7 +243,7 @@ def test_the_baseline_lowers_the_estimators_variance():
     variance_with = estimates(decoder, with_baseline, batches=300, per_batch=10, update_baseline=True).var(0).sum()
 
     torch.manual_seed(21)
-    without = HardAttention(reinforce_weight=1.0, entropy_weight=0.0, expectation_probability=0.0)  # b stays 0
+    without = HardAttention(reinforce_weight=1.0, entropy_bonus=0.0, expectation_probability=0.0)  # b stays 0
     variance_without = estimates(decoder, without, batches=300, per_batch=10, update_baseline=False).var(0).sum()
     print(f"gradient variance: {variance_with:.4g} with the baseline, {variance_without:.4g} without")
     assert variance_with < 0.5 * variance_without
@@ -274,3 +274,17 @@ def test_soft_attention_logs_its_penalty_only_when_the_penalty_is_on():
     mask = (targets != PAD).unsqueeze(-1)
     expected = ((1 - (out.weights * mask).sum(dim=1)) ** 2).sum(dim=1).mean()
     assert torch.allclose(on.parts["penalty"], expected, atol=1e-6)
+
+
+def test_a_checkpoint_that_names_the_bonus_entropy_weight_loads_with_it_as_entropy_bonus():
+    """Hard attention's lambda_e, an entropy bonus that spreads the maps, was called `entropy_weight`, the name of
+    soft attention's sharpening term: the bundled hard models record it under that name."""
+    from captioning.bundled import FLICKR8K_HARD
+    from captioning.module import CaptioningModule
+    from core.training.checkpoints import read_checkpoint
+
+    raw = read_checkpoint(FLICKR8K_HARD)["hyper_parameters"]["attention"]["init_args"]
+    assert raw["entropy_weight"] == 0.002 and "entropy_bonus" not in raw
+    model = CaptioningModule.load(FLICKR8K_HARD)
+    assert model.attention.entropy_bonus == 0.002
+    assert "entropy_weight" not in model.hparams["attention"]["init_args"]

@@ -192,7 +192,7 @@ def test_checkpoints_saved_with_the_san_options_at_the_top_still_load(tmp_path):
     assert {k: loaded.hparams["san"]["init_args"][k] for k in ("attention_dim", "hops", "classifier_hidden")} == {
         "attention_dim": 5, "hops": 1, "classifier_hidden": 3
     }
-    assert loaded.hparams["san"]["init_args"]["score"] == "core.model.attention.AdditiveScore"  # its moved path, read now
+    assert loaded.hparams["san"]["init_args"]["score"] == "core.model.attention.AdditiveScore"  # its path now
     assert len(loaded.san.hops) == 1
     for name, tensor in model.state_dict().items():
         torch.testing.assert_close(loaded.state_dict()[name], tensor)
