@@ -41,6 +41,31 @@ def config_options(path: Path) -> list[str]:
     """`--config` options that give the config at `path` the way its header says: after its base and overlays."""
     return [option for config in config_chain(path) for option in ("--config", str(config))]
 
+
+def printed_config(path: Path) -> dict:
+    """The whole config of the config at `path` given after its base and overlays, as `python -m TASK fit ...
+    --print_config` prints it (run in this process; TASK is the config's folder)."""
+    import yaml
+
+    main = importlib.import_module(f"{path.parent.name}.cli").main
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), _argv([f"python -m {path.parent.name}"]):
+        try:
+            main(["fit", *config_options(path), "--print_config"])
+        except SystemExit as exit:
+            assert exit.code in (0, None), f"--print_config of {path.name} failed: {exit.code}"
+    return yaml.safe_load(printed.getvalue())
+
+
+@contextlib.contextmanager
+def _argv(argv: list[str]):
+    """sys.argv as the command line would have it (LightningCLI warns when args and a foreign argv both show)."""
+    saved, sys.argv = sys.argv, argv
+    try:
+        yield
+    finally:
+        sys.argv = saved
+
 # ShapesWorld with tiny splits, for the captioning CLI
 SMALL_SHAPES = [
     "--data.dataset.init_args.train_size=24",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import textwrap
 import warnings
 from pathlib import Path
@@ -24,7 +25,7 @@ from core.training.checkpoints import (
     read_checkpoint,
     with_safe_checkpoint_io,
 )
-from core.training.command_help import SUBCOMMANDS, WIDTH, CommandHelp
+from core.training.command_help import SUBCOMMANDS, WIDTH, CommandHelp, overlay_without_its_base
 from core.training.hparams import moved_modules
 from core.training.precision import precision_for
 from core.training.progress import CountedModelSummary, training_progress_bar
@@ -89,6 +90,9 @@ class CheckpointSafeCLI(LightningCLI):
         training) left open is torn down with the interpreter, where its threads can end the process with
         "terminate called without an active exception" and a failure exit status after a run that succeeded.
         """
+        problem = overlay_without_its_base(args if args is not None else sys.argv[1:])
+        if problem:
+            raise SystemExit(f"error: {problem}")
         show_progress_messages(model_class, datamodule_class)
         hide_library_notices()
         try:

@@ -110,6 +110,33 @@ def config_chain(path: Path) -> list[Path]:
     return [CONFIGS.parent / name for name in re.findall(r"--config (configs/\S+\.yaml)", command)]
 
 
+def given_configs(argv: Sequence[str]) -> list[Path]:
+    """The config files a command line gives (`--config F`, `--config=F`, `-c F`), in order."""
+    configs = []
+    for option, value in zip(argv, [*argv[1:], ""]):
+        if option in ("--config", "-c") and value:
+            configs.append(Path(value))
+        elif option.startswith("--config="):
+            configs.append(Path(option.partition("=")[2]))
+    return configs
+
+
+def overlay_without_its_base(argv: Sequence[str]) -> str | None:
+    """What is wrong when a command line gives an overlay config without the configs its header says go before it
+    (`flickr8k_hard.yaml` alone: it holds only what differs from `flickr8k_soft.yaml`); None when nothing is."""
+    given = [path.resolve() for path in given_configs(argv) if path.is_file()]
+    for position, config in enumerate(given):
+        before = config_chain(config)[:-1]
+        missing = [base for base in before if base.resolve() not in given[:position]]
+        if missing:
+            chain = " ".join(f"--config {path.relative_to(CONFIGS.parent)}" for path in config_chain(config))
+            return (
+                f"{config.name} is an overlay: give it after {', '.join(base.name for base in missing)}, "
+                f"in the order its first lines say ({chain})"
+            )
+    return None
+
+
 def summary(config: str) -> str:
     """The first sentence of a config's leading comment, without its parenthesised asides."""
     comments = []

@@ -5,8 +5,6 @@ every command of the docs gives an overlay after the configs it builds on."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import itertools
 import re
 from pathlib import Path
@@ -15,7 +13,7 @@ import pytest
 import yaml
 
 from captioning.bundled import MODELS
-from tests.helpers import REPO, config_chain, config_options
+from tests.helpers import REPO, config_chain, printed_config
 
 CONFIGS = sorted((REPO / "configs").glob("*/*.yaml"))
 LONGEST_SHARED_RUN = 5  # setting lines two configs may have in the same order, comments and blank lines aside
@@ -37,22 +35,11 @@ def longest_shared_run(a: list[str], b: list[str]) -> int:
     return best
 
 
-def printed_config(task: str, options: list[str]) -> dict:
-    """The whole config `python -m TASK fit OPTIONS --print_config` prints."""
-    main = __import__(f"{task}.cli", fromlist=["main"]).main
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed), pytest.raises(SystemExit) as exit:
-        main(["fit", *options, "--print_config"])
-    assert exit.value.code in (0, None)
-    return yaml.safe_load(printed.getvalue())
-
-
 @pytest.mark.parametrize("config", CONFIGS, ids=[f"{path.parent.name}/{path.stem}" for path in CONFIGS])
-def test_each_config_parses_given_after_the_configs_its_header_names(config: Path, monkeypatch):
-    monkeypatch.setattr("sys.argv", [f"python -m {config.parent.name}"])
+def test_each_config_parses_given_after_the_configs_its_header_names(config: Path):
     chain = config_chain(config)
     assert chain and chain[-1] == config, f"{config.name}'s header does not give it in its command"
-    printed = printed_config(config.parent.name, config_options(config))
+    printed = printed_config(config)
     own = yaml.safe_load(config.read_text(encoding="utf-8"))
     assert printed["trainer"]["default_root_dir"] == own["trainer"]["default_root_dir"]  # this config's run
 
@@ -79,3 +66,17 @@ def test_every_documented_command_gives_an_overlay_after_the_configs_it_builds_o
                 if [c for c in given if c in needed] != needed:
                     wrong.append(f"{path.name}: {run.group(0)!r} needs {[c.name for c in needed]}")
     assert not wrong
+
+
+def test_an_overlay_given_without_its_base_is_refused_with_the_command_it_needs():
+    """`flickr8k_hard.yaml` alone holds only what differs from `flickr8k_soft.yaml`: run as it is, it would fail
+    later for want of a dataset. The CLI says at once what to give before it."""
+    from captioning.cli import main
+
+    hard = REPO / "configs" / "captioning" / "flickr8k_hard.yaml"
+    needed = "--config configs/captioning/flickr8k_soft.yaml --config configs/captioning/flickr8k_hard.yaml"
+    refused = rf"flickr8k_hard\.yaml is an overlay: give it after flickr8k_soft\.yaml.*{needed}"
+    with pytest.raises(SystemExit, match=refused):
+        main(["fit", "--config", str(hard), "--print_config"])
+    with pytest.raises(SystemExit, match=r"give it after flickr8k_soft\.yaml"):  # in the wrong order
+        main(["fit", f"--config={hard}", "--config", str(hard.with_name("flickr8k_soft.yaml")), "--print_config"])

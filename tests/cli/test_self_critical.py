@@ -4,16 +4,13 @@ the configs, and the CLI runs that fine-tune a model the way a user would."""
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import io
 import shutil
 from functools import partial
 
 import pytest
 import torch
 import torch.nn.functional as F
-import yaml
 from pycocoevalcap.cider.cider import Cider
 from pycocoevalcap.meteor.meteor import Meteor
 
@@ -31,7 +28,7 @@ from captioning.self_critical import (
 from core.model.encoder import EfficientNetLite, LocalCNN
 from core.training.checkpoints import CheckpointError
 from tests.helpers import CAPTIONING_CONFIGS as CONFIGS
-from tests.helpers import CSV_LOGGER, REPO, SMALL_SHAPES, config_options, run_cli
+from tests.helpers import CSV_LOGGER, REPO, SMALL_SHAPES, printed_config, run_cli
 
 REFERENCES = {
     "0": ["a dog runs on the grass", "a brown dog is running", "the dog runs across a field"],
@@ -337,17 +334,6 @@ def test_cli_fine_tunes_a_bundled_model_self_critically_and_resumes(tmp_path):
     assert [epoch for epoch, _ in sampled] == ["0", "0", "1", "1"]  # the second run went on from the first
 
 
-def composed(name: str) -> dict:
-    """The whole config of configs/captioning/`name` given after its base and overlays, as `--print_config`
-    prints it."""
-    from captioning.cli import main
-
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed), pytest.raises(SystemExit):
-        main(["fit", *config_options(CONFIGS / name), "--print_config"])
-    return yaml.safe_load(printed.getvalue())
-
-
 @pytest.mark.parametrize(
     "start, config",
     [("soft", "soft_scst"), ("hard", "hard_scst"), ("soft_scst", "soft_scst_meteor"), ("hard_scst", "hard_scst_meteor")],
@@ -357,7 +343,8 @@ def test_flickr8k_scst_configs_keep_the_model_of_the_run_they_start_from(start, 
     start is where that run writes its best checkpoint: the weights always fit. Each config is read whole, as
     `--print_config` shows it given after its base and overlays. (The CLI run above goes the same way with a
     ShapesWorld config.)"""
-    base, scst = composed(f"flickr8k_{start}.yaml"), composed(f"flickr8k_{config}.yaml")
+    base = printed_config(CONFIGS / f"flickr8k_{start}.yaml")
+    scst = printed_config(CONFIGS / f"flickr8k_{config}.yaml")
     changed = {"self_critical", "initial_weights", "learning_rate", "lr_decay"}
     assert {k: v for k, v in scst["model"].items() if k not in changed} == {
         k: v for k, v in base["model"].items() if k not in changed
