@@ -48,7 +48,6 @@ WORK_DIR = Path(tempfile.mkdtemp(prefix="visual-attention-demo-"))
 atexit.register(shutil.rmtree, WORK_DIR, ignore_errors=True)
 os.environ.setdefault("GRADIO_TEMP_DIR", str(WORK_DIR / "gradio"))
 
-import argparse
 import logging
 import re
 import signal
@@ -62,6 +61,8 @@ from typing import Any
 import gradio as gr
 import skimage.data
 import torch
+from jsonargparse import ArgumentParser, Namespace
+from jsonargparse.typing import PositiveInt
 from PIL import Image
 
 from captioning.bundled import CAPTION_CHECKPOINTS, COMPARE_CHECKPOINTS, DECODER_CHECKPOINTS
@@ -833,20 +834,19 @@ def launch_app(
         app.block_thread()
 
 
-def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+def parse_arguments(argv: Sequence[str] | None) -> Namespace:
+    parser = ArgumentParser(
         prog="python demo.py",
         description="Caption photos and answer questions about them, showing where the model looked.",
     )
-    parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST}: this machine)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (the default: this computer only)")
+    parser.add_argument("--port", type=PositiveInt, default=DEFAULT_PORT, help="port")
     for flag, bundled, what in (
         ("--caption-model", CAPTION_CHECKPOINTS, "captioning"),
         ("--vqa-model", VQA_CHECKPOINTS, "VQA"),
     ):
         parser.add_argument(
             flag,
-            type=named_checkpoint,
             action="append",
             metavar="NAME=PATH",
             help=f"a {what} checkpoint and the name the app shows for it; repeat for several. When given, these "
@@ -854,25 +854,22 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         )
     parser.add_argument(
         "--max-queue",
-        type=int,
+        type=PositiveInt,
         default=DEFAULT_MAX_QUEUE,
-        help="requests that may wait, all tabs together; more are refused with a busy message "
-        f"(default {DEFAULT_MAX_QUEUE})",
+        help="requests that may wait, all tabs together; more are refused with a busy message",
     )
     parser.add_argument(
         "--max-cache-mb",
-        type=int,
+        type=PositiveInt,
         default=DEFAULT_MAX_CACHE_MB,
-        help="disk space the uploads and results may take, all together; beyond it the oldest are deleted "
-        f"(default {DEFAULT_MAX_CACHE_MB})",
+        help="disk space the uploads and results may take, all together; beyond it the oldest are deleted",
     )
     args = parser.parse_args(argv)
-    if args.max_queue < 1:
-        parser.error(f"--max-queue must be at least 1, got {args.max_queue}")
-    if args.max_cache_mb < 1:
-        parser.error(f"--max-cache-mb must be at least 1, got {args.max_cache_mb}")
-    args.caption_model = dict(args.caption_model or CAPTION_CHECKPOINTS)
-    args.vqa_model = dict(args.vqa_model or VQA_CHECKPOINTS)
+    for option, bundled in (("caption_model", CAPTION_CHECKPOINTS), ("vqa_model", VQA_CHECKPOINTS)):
+        try:
+            args[option] = dict(map(named_checkpoint, args[option])) if args[option] else dict(bundled)
+        except ValueError as error:
+            parser.error(f"--{option.replace('_', '-')}: {error}")
     return args
 
 
@@ -880,7 +877,7 @@ def named_checkpoint(text: str) -> tuple[str, Path]:
     """'NAME=PATH' -> (NAME, PATH), for the --caption-model and --vqa-model options."""
     name, sep, path = text.partition("=")
     if not sep or not name.strip() or not path:
-        raise argparse.ArgumentTypeError(f"expected NAME=PATH (e.g. mine=runs/x/best.ckpt), got {text!r}")
+        raise ValueError(f"expected NAME=PATH (e.g. mine=runs/x/best.ckpt), got {text!r}")
     return name.strip(), Path(path)
 
 

@@ -6,16 +6,18 @@ copy may draw another layer's map (`--map-layer`, e.g. the one chosen on photos 
 
 import sys
 
+from jsonargparse.typing import NonNegativeInt, PositiveInt
+
 from captioning.module import CaptioningModule
-from core.training.bundle import Setting, at_least, main, true_or_false
+from core.training.bundle import Setting, main
 
 #: The beam search's settings, `CaptioningModule`'s arguments of those names, and the Transformer's map layer.
 DECODING = (
-    Setting("beam_size", at_least(1), "the copy's beam width (default: the run's)"),
+    Setting("beam_size", PositiveInt, "the copy's beam width (default: the run's)"),
     Setting("length_penalty", float, "the copy's length penalty (default: the run's)"),
-    Setting("no_repeat_ngram_size", at_least(0), "the copy's n-gram size never written twice (default: the run's)"),
+    Setting("no_repeat_ngram_size", NonNegativeInt, "the copy's n-gram size never written twice (default: the run's)"),
     Setting(
-        "complete_phrases", true_or_false,
+        "complete_phrases", bool,
         "whether the copy never ends a caption on an article, preposition or conjunction: true or false "
         "(default: the run's)",
     ),

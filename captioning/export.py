@@ -23,7 +23,6 @@ image could be exported. `write_caption_overlays` is shared with the `predict` c
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
@@ -36,6 +35,8 @@ from typing import Any, Sequence
 import lightning as L
 import numpy as np
 import torch
+from jsonargparse import ArgumentParser, Namespace
+from jsonargparse.typing import PositiveInt
 from lightning.pytorch.callbacks import BasePredictionWriter
 from PIL import Image
 from torch import Tensor
@@ -389,15 +390,15 @@ def image_paths(inputs: Sequence[Path]) -> list[Path]:
     return paths
 
 
-def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+def parse_arguments(argv: Sequence[str] | None) -> Namespace:
+    parser = ArgumentParser(
         prog="python -m captioning.export",
         description="Caption images and write per-word attention overlays, a grid, a GIF and the weights as JSON.",
     )
     parser.add_argument("checkpoint", type=Path, help="a captioning checkpoint (best.ckpt)")
     parser.add_argument("images", type=Path, nargs="+", metavar="IMAGE_OR_FOLDER", help="image files or folders of images")
     parser.add_argument("--output", type=Path, required=True, help="folder that receives one subfolder per image")
-    parser.add_argument("--beam-size", type=int, default=3, help="beam width (default 3)")
+    parser.add_argument("--beam-size", type=PositiveInt, default=3, help="beam width")
     parser.add_argument(
         "--stretch",
         action="store_true",

@@ -16,12 +16,13 @@ The pictures are drawn by `core.maps.overlays`, the same as the caption overlays
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from jsonargparse import ArgumentParser, Namespace
+from jsonargparse.typing import PositiveInt
 from PIL import Image
 
 from core.maps.measures import top_area_share
@@ -121,8 +122,8 @@ def write_answer_overlays(
     return record
 
 
-def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+def parse_arguments(argv: Sequence[str] | None) -> Namespace:
+    parser = ArgumentParser(
         prog="python -m vqa.export",
         description="Answer a question about an image and write every attention hop as an overlay, a grid and JSON.",
     )
@@ -130,7 +131,7 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("image", type=Path, help="the image file")
     parser.add_argument("--question", required=True, help="the question about the image")
     parser.add_argument("--output", type=Path, required=True, help="folder that receives the files")
-    parser.add_argument("--top", type=int, default=5, help="how many answers to list (default 5)")
+    parser.add_argument("--top", type=PositiveInt, default=5, help="how many answers to list")
     parser.add_argument(
         "--stretch",
         action="store_true",

@@ -20,12 +20,12 @@ source's path as given, epoch, step and weight.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 import torch
+from jsonargparse import ArgumentParser
 
 from core.training.checkpoints import (
     ENCODER_WEIGHTS,
@@ -162,7 +162,7 @@ def average(
 
 def main(argv: Sequence[str] | None = None, *, model_class: type[Loadable], prog: str) -> int:
     """The command line of `prog` (`python -m captioning.averaging`, `python -m vqa.averaging`) for `model_class`."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog=prog,
         description="Average the weights of checkpoints of one model (runs fine-tuned from the same start).",
     )

@@ -22,11 +22,13 @@ Each task has its command, which gives this module its LightningModule class and
 
 from __future__ import annotations
 
-import argparse
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
+
+from jsonargparse import ArgumentParser, Namespace
 
 from core.training.checkpoints import (
     ENCODER_FROM_PACKAGE,
@@ -44,12 +46,12 @@ _KEPT = ("epoch", "global_step", "pytorch-lightning_version", "hyper_parameters"
 class Setting:
     """A hyper-parameter that a task's compact copies may change, given on the command line as `--name-with-dashes`.
 
-    `parse` turns the option's text into the value and raises ValueError (or argparse.ArgumentTypeError, whose
-    message is shown) for a value the model cannot take. `key` is where it lives in the hyper-parameters when that
+    `type` is the type jsonargparse checks the option's value against (`float`, `bool`: true or false,
+    `jsonargparse.typing.PositiveInt`, ...), so that a value the model cannot take is refused by name. `key` is where it lives in the hyper-parameters when that
     is not `name` at the top: a dotted path into a component's recorded arguments ("decoder.init_args.map_layer")."""
 
     name: str
-    parse: Callable[[str], Any]
+    type: Any
     help: str
     key: str = ""
 
@@ -60,26 +62,6 @@ class Setting:
     @property
     def option(self) -> str:
         return "--" + self.name.replace("_", "-")
-
-
-def at_least(minimum: int) -> Callable[[str], int]:
-    """An option's parser of whole numbers from `minimum` on."""
-
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
-        return value
-
-    parse.__name__ = f"integer from {minimum}"  # what argparse names the type in its "invalid ... value" error
-    return parse
-
-
-def true_or_false(text: str) -> bool:
-    """An option's parser of "true" or "false"."""
-    if text not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"must be true or false, got {text!r}")
-    return text == "true"
 
 
 def compact_checkpoint(checkpoint: dict[str, Any], *, encoder_frozen: bool) -> dict[str, Any]:
@@ -144,15 +126,15 @@ def changed(hyper_parameters: dict[str, Any], key: str, value: Any, source: Path
     return copy
 
 
-def parse_arguments(argv: Sequence[str] | None, prog: str, settings: Sequence[Setting]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+def parse_arguments(argv: Sequence[str] | None, prog: str, settings: Sequence[Setting]) -> Namespace:
+    parser = ArgumentParser(
         prog=prog,
         description="Write a compact checkpoint: float16 weights, without a frozen encoder's (its package has them).",
     )
     parser.add_argument("source", type=Path, help="a trained checkpoint (best.ckpt)")
     parser.add_argument("target", type=Path, help="where to write the compact checkpoint")
     for setting in settings:
-        parser.add_argument(setting.option, dest=setting.name, type=setting.parse, default=None, help=setting.help)
+        parser.add_argument(setting.option, type=setting.type, default=None, help=setting.help)
     return parser.parse_args(argv)
 
 
@@ -163,7 +145,8 @@ def main(
     task's `settings` as options."""
     args = parse_arguments(argv, prog, settings)
     try:
-        given = {s.hyper_parameter: getattr(args, s.name) for s in settings if getattr(args, s.name) is not None}
+        # as plain data: jsonargparse's restricted numbers are int subclasses, which a weights-only load refuses
+        given = {s.hyper_parameter: json.loads(json.dumps(args[s.name])) for s in settings if args[s.name] is not None}
         compact = bundle(args.source, args.target, model_class=model_class, changes=given)
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)

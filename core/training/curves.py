@@ -14,7 +14,6 @@ training curves in `docs/results.md` are made with it.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import sys
@@ -22,6 +21,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
+
+from jsonargparse import ArgumentParser
 
 
 @dataclass
@@ -159,7 +160,7 @@ def parse_run(text: str) -> tuple[str, list[Path]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m core.training.curves",
         description="Plot per-epoch training curves of one or more runs from their Lightning logs (TensorBoard or CSV).",
     )
@@ -175,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--metrics",
         nargs="+",
         default=["train/cross_entropy", "val/BLEU-4", "val/CIDEr"],
-        help="metrics to plot, one panel each (default: train/cross_entropy val/BLEU-4 val/CIDEr)",
+        help="metrics to plot, one panel each",
     )
     parser.add_argument("--title", default=None, help="a title over the panels")
     args = parser.parse_args(argv)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import runpy
 import socket
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.training.command_help import SUBCOMMANDS
-from tests.helpers import CAPTIONING_CONFIGS, REPO, SMALL_SHAPES, run_module
+from tests.helpers import CAPTIONING_CONFIGS, REPO, SMALL_SHAPES, in_process, run_module
 
 #: Printed by the libraries at every run, none about the user's work (see core.training.cli.hide_library_notices)
 NOTICES = (
@@ -124,3 +125,28 @@ def test_a_help_read_only_in_part_ends_quietly() -> None:
     errors = help_.stderr.read().decode()
     assert help_.wait() == 0, errors
     assert errors == ""
+
+
+@pytest.mark.parametrize(
+    ("module", "arguments", "named"),
+    [
+        ("demo", ["--max-queue", "0"], "max_queue"),
+        ("demo", ["--caption-model", "no-name-given.ckpt"], "--caption-model: expected NAME=PATH"),
+        ("captioning.export", ["in.ckpt", "photo.jpg", "--output", "out", "--beam-size", "0"], "beam_size"),
+        ("vqa.export", ["in.ckpt", "photo.jpg", "--question", "what?", "--output", "out", "--top", "-1"], "top"),
+        ("captioning.bundle", ["in.ckpt", "out.ckpt", "--complete-phrases", "maybe"], "complete_phrases"),
+        ("captioning.averaging", ["out.ckpt", "a.ckpt", "b.ckpt", "--weights", "half", "half"], "weights"),
+        ("core.training.curves", ["out.png"], "runs"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+@pytest.mark.filterwarnings("ignore:.*found in sys.modules:RuntimeWarning")  # runpy, for a module a test imported
+def test_each_tool_refuses_a_bad_option_by_its_name_before_it_reads_a_file(module, arguments, named, tmp_path, capsys):
+    """The tools' command lines (jsonargparse, as the task CLIs): a value of the wrong type, or a missing argument,
+    stops at once with the option named and the usage, and no file is read or written."""
+    program = str(REPO / "demo.py") if module == "demo" else module
+    with in_process([program, *arguments], cwd=tmp_path), pytest.raises(SystemExit) as stop:
+        runpy.run_path(program, run_name="__main__") if module == "demo" else runpy.run_module(module, run_name="__main__")
+    error = capsys.readouterr().err
+    assert stop.value.code == 2 and named in error and "usage:" in error, error
+    assert not list(tmp_path.iterdir())

@@ -175,7 +175,11 @@ def test_a_compact_copy_can_carry_other_decoding_settings(soft_model, coffee, tm
     assert "unrecognized arguments: --beam-size 3" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         bundle_main([str(source), str(tmp_path / "wide.ckpt"), "--beam-size", "0"])
-    assert "argument --beam-size: must be at least 1, got 0" in capsys.readouterr().err
+    assert 'Parser key "beam_size"' in (error := capsys.readouterr().err) and "0 does not conform to restriction v>0" in error
+    with pytest.raises(SystemExit):
+        bundle_main([str(source), str(tmp_path / "wide.ckpt"), "--complete-phrases", "maybe"])
+    assert 'Parser key "complete_phrases"' in capsys.readouterr().err
+    assert not (tmp_path / "wide.ckpt").exists()
     with pytest.raises(ValueError, match="has no hyper-parameter beam_size to change"):
         core_bundle.bundle(vqa_source, tmp_path / "san_small.ckpt", model_class=VqaModule, changes={"beam_size": 3})
 

@@ -72,3 +72,10 @@ def test_each_task_declares_its_checkpoint_kind_and_moved_modules_to_the_core():
 
     assert installed_kinds() == [CaptioningModule.checkpoint_kind, VqaModule.checkpoint_kind]
     assert MOVED_MODULES.items() <= moved_modules().items()
+
+
+def test_the_command_line_tools_parse_with_jsonargparse_as_the_task_clis_do():
+    """One parser library for every command of the package (the task CLIs are Lightning's, on jsonargparse): no
+    module of the package or the app imports argparse."""
+    modules = [REPO / "demo.py", *(path for package in ALLOWED for path in sorted((REPO / package).rglob("*.py")))]
+    assert not [str(path.relative_to(REPO)) for path in modules if "argparse" in imported(ast.parse(path.read_text()))]
