@@ -12,6 +12,15 @@ its gradient. The squashing runs in place, and when no gradient is recorded (sea
 `BLOCK_ELEMENTS` at a time, a few images in turn, so that it stays in cache instead of being a fresh allocation of
 hundreds of MB (page faults included) at every word of a wide beam. Blocks change only the float rounding of v^T
 (the product's summation order); training keeps one block, whose backward is much cheaper than many.
+
+**The encoder's convolutions in channels-last layout** (`EfficientNetLite(fast_path=True)`, the default). A tensor
+(B, C, H, W) can store its channels last in memory (NHWC) without changing its shape or values; EfficientNet's
+depthwise and 1x1 convolutions run much faster on that layout on a CPU (oneDNN's NHWC kernels). The encoder stores its
+weights so at construction and lays out its input so in `trunk_map`, at one visible branch each; everything after
+the CNN sees the same (B, L, D) annotations, equal up to float rounding, so feature caches are shared by both paths.
+Measured on EfficientNet-Lite0 (2-core AMD EPYC, float32, medians of 10 runs): one 384-px photo 61 -> 43 ms on 2
+threads and 147 -> 68 ms on one; one 224-px photo 37 -> 29 ms; a batch of 32 at 224 px 1854 -> 1446 ms.
+`tests/unit/test_fast_path.py` checks both layouts give the same features and gradients.
 """
 
 from __future__ import annotations

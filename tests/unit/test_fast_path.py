@@ -191,3 +191,27 @@ def test_without_remember_content_the_state_never_sees_what_was_read():
             out = model.step(captions[:, 0], state, memory)
             states.append(model.step(captions[:, 1], out.state, memory).state.h)
         assert torch.allclose(states[0], states[1]) is not remember_content
+
+
+@pytest.mark.parametrize("trainable_blocks", [0, 1])
+def test_the_encoders_channels_last_layout_gives_the_same_features_and_gradients(trainable_blocks):
+    """EfficientNet-Lite with its convolutions on NHWC tensors (the default) against torch's default layout: the
+    same annotations, from images and (fine-tuned) from a cached trunk, and the same gradients of the fine-tuned
+    top; only the memory layout of the weights differs."""
+    from core.model.encoder import EfficientNetLite
+
+    readable, fast = (EfficientNetLite(image_size=96, trainable_blocks=trainable_blocks, fast_path=flag) for flag in (False, True))
+    assert fast.net._conv_stem.weight.is_contiguous(memory_format=torch.channels_last)
+    assert readable.net._conv_stem.weight.is_contiguous() and readable.cache_key() == fast.cache_key()
+    images = torch.randn(2, 3, 96, 96, generator=torch.Generator().manual_seed(0))
+    features = [encoder(images) for encoder in (readable, fast)]  # (2, 9, 1280)
+    assert torch.allclose(features[0], features[1], rtol=1e-4, atol=1e-4)
+    trunks = [encoder.trunk(images) for encoder in (readable, fast)]
+    assert torch.allclose(trunks[0], trunks[1], rtol=1e-4, atol=1e-4)
+    if trainable_blocks:
+        for encoder, trunk in zip((readable, fast), trunks):
+            encoder.train()
+            encoder.annotations(trunk).square().mean().backward()
+        for (name, a), b in zip(readable.named_parameters(), fast.parameters()):
+            if a.requires_grad:
+                assert torch.allclose(a.grad, b.grad, rtol=1e-3, atol=1e-6), name
