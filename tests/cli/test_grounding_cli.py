@@ -60,6 +60,12 @@ def test_the_shapes_model_points_at_what_it_names(scenes: Path, tmp_path: Path) 
     # the means are those of the pairs
     pairs = report["pairs"]
     assert means["mass"] == pytest.approx(sum(p["mass"] for p in pairs) / len(pairs))
+    # each 95% interval holds its mean; the pointing's lead over the centre point is printed with its interval
+    for name, mean in (("mass", means["mass"]), ("pointing", means["pointing"]),
+                       ("pointing_minus_centre", means["pointing"] - means["centre"])):  # fmt: skip
+        low, high = report["intervals"][name]
+        assert low <= mean <= high, name
+    assert "95% intervals, resampling the photos:" in result.stdout and "pointing - centre" in result.stdout
     assert set(report["by_class"]) <= set(SHAPES)
 
 

@@ -4,13 +4,14 @@ the photo's pixels, the grid-to-photo mapping through the encoder's own transfor
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 import torch
 from PIL import Image, ImageDraw
 
-from captioning.grounding import DEFAULT_WORDS, Mention, ObjectWords, score_pair
+from captioning.grounding import DEFAULT_WORDS, GroundingReport, Mention, ObjectWords, PairScore, score_pair
 from core.maps.measures import cell_centres, inside_any, mass_in_boxes, pixel_mask, union_cover
 from core.model.encoder import ImageTransform
 from data.boxes import BoxedObject, BoxedPhoto, read_boxes
@@ -70,6 +71,30 @@ def test_score_pair_by_hand() -> None:
     miss = score_pair(torch.tensor([[0.1, 0.9]]), photo, Mention(0, "dog", frozenset({"dog"})))
     assert miss.mass == pytest.approx(0.1) and not miss.pointed and not miss.pointed_pixels
     assert miss.entropy == pytest.approx(-(0.1 * torch.tensor(0.1).log() + 0.9 * torch.tensor(0.9).log()).item())
+
+
+def _pair(photo: str, pointed: bool, centre: bool) -> PairScore:
+    return PairScore(photo=photo, word="dog", position=1, classes=("dog",), box_share=0.5, mass=float(pointed),
+                     pointed=pointed, mass_pixels=0.0, pointed_pixels=pointed, random_cell=0.5, random_pixel=0.5,
+                     centre=centre, entropy=0.0)  # fmt: skip
+
+
+def test_the_intervals_resample_photos_with_all_their_words() -> None:
+    """Photo a: 3 words pointed right; photo b: 1 word pointed wrong. Drawing 2 photos gives a mean of 1 (a, a),
+    3/4 (a, b, either order) or 0 (b, b, probability 1/4): the 95% interval is 0 to 1. Drawing the 4 words one by
+    one instead would give 0.25 as its low end (3 or 4 wrong words of 4 drawn: probability 0.051)."""
+    report = GroundingReport(model="m", grid=(1, 2), beam_size=3)
+    report.pairs = [_pair("a", True, True)] * 3 + [_pair("b", False, True)]
+    assert report.means()["pointing"] == pytest.approx(0.75)
+    assert report.interval(lambda p: p.pointed) == (0.0, 1.0)
+    spans = report.intervals()
+    assert spans["pointing"] == spans["mass"] == (0.0, 1.0)
+    assert spans["pointing_minus_centre"] == (-1.0, 0.0)  # the centre point is inside every box
+    assert "pointing - centre           -0.250  (-1.000 to +0.000)" in report.table()
+    report.pairs = [_pair("a", True, False), _pair("b", True, False)]  # every draw the same: no spread
+    assert report.interval(lambda p: p.pointed - p.centre) == (1.0, 1.0)
+    report.pairs = report.pairs[:1]  # one photo: nothing to resample
+    assert all(math.isnan(bound) for bound in report.interval(lambda p: p.pointed))
 
 
 def test_score_pair_takes_the_union_of_every_named_class() -> None:
