@@ -163,7 +163,8 @@ COMPARE_GROUPS = (
     ),
     CompareGroup(
         "two decoders (Flickr8k photos)",
-        "The same EfficientNet-Lite0 grid, data and vocabulary, read by two decoders: **Show-Attend-Tell**, an LSTM "
+        "The same EfficientNet-Lite0 encoder (Show-Attend-Tell reads the photo at 384 px, a 12x12 grid; the "
+        "Transformer at 224 px, 7x7), data and vocabulary, read by two decoders: **Show-Attend-Tell**, an LSTM "
         "whose state scores each cell additively, one map per word; and a **Transformer**, whose words attend to "
         "the cells through scaled dot-product cross-attention, softmax(QK^T / sqrt(d_k)) V, drawn here as its second "
         "layer's map averaged over its heads, the layer that points best (the Caption tab shows any layer and head).",

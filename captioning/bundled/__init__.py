@@ -228,7 +228,8 @@ FLICKR8K_HARD: Path = MODELS["flickr8k-hard"].file
 """Hard (stochastic, REINFORCE-trained) attention, `configs/captioning/flickr8k_hard.yaml`, read by expectation."""
 
 FLICKR8K_TRANSFORMER: Path = MODELS["flickr8k-transformer"].file
-"""A Transformer decoder (`captioning.transformer`) over the same grid, `configs/captioning/flickr8k_transformer.yaml`,
+"""A Transformer decoder (`captioning.transformer`) over the same encoder at 224 px (7x7),
+`configs/captioning/flickr8k_transformer.yaml`,
 then two self-critical fine-tunings averaged: its maps are its second layer's cross-attention, averaged over the heads
 (the layer that pointed best on half of the COCO photos with boxes, docs/experiments.md)."""
 

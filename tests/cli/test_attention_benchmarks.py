@@ -85,7 +85,8 @@ def test_decoder_maps_draws_both_decoders_on_one_caption_and_names_a_missing_pho
     assert Path(answer["figure"]).stat().st_size > 10_000
     models = answer["models"]
     assert list(models) == ["Show-Attend-Tell", "Transformer"]
-    assert all(0 < model["map_entropy"] <= math.log(49) + 1e-3 for model in models.values())
+    assert [model["cells"] for model in models.values()] == [144, 49]  # the 384-px model's 12x12, the Transformer's 7x7
+    assert all(0 < model["map_entropy"] <= math.log(model["cells"]) + 1e-3 for model in models.values())
     assert all(model["own_caption"] for model in models.values())
     with pytest.raises(SystemExit, match="error: .*missing.jpg"):
         run_benchmark("decoder_maps.py", "--image", str(tmp_path / "missing.jpg"), "--out", str(tmp_path / "no.png"))
