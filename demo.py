@@ -200,6 +200,7 @@ def stop_on_sigterm() -> None:
     the process exits normally, so the atexit clean-up of WORK_DIR runs (Python's default for SIGTERM skips it)."""
 
     def interrupt(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second kill would interrupt the server's closing
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)

@@ -47,8 +47,9 @@ class Setting:
     """A hyper-parameter that a task's compact copies may change, given on the command line as `--name-with-dashes`.
 
     `type` is the type jsonargparse checks the option's value against (`float`, `bool`: true or false,
-    `jsonargparse.typing.PositiveInt`, ...), so that a value the model cannot take is refused by name. `key` is where it lives in the hyper-parameters when that
-    is not `name` at the top: a dotted path into a component's recorded arguments ("decoder.init_args.map_layer")."""
+    `jsonargparse.typing.PositiveInt`, ...), so that a value the model cannot take is refused by name. `key` is where
+    it lives in the hyper-parameters when that is not `name` at the top: a dotted path into a component's recorded
+    arguments ("decoder.init_args.map_layer")."""
 
     name: str
     type: Any

@@ -145,8 +145,9 @@ def test_each_tool_refuses_a_bad_option_by_its_name_before_it_reads_a_file(modul
     """The tools' command lines (jsonargparse, as the task CLIs): a value of the wrong type, or a missing argument,
     stops at once with the option named and the usage, and no file is read or written."""
     program = str(REPO / "demo.py") if module == "demo" else module
+    run = runpy.run_path if module == "demo" else runpy.run_module  # `python demo.py`, or `python -m module`
     with in_process([program, *arguments], cwd=tmp_path), pytest.raises(SystemExit) as stop:
-        runpy.run_path(program, run_name="__main__") if module == "demo" else runpy.run_module(module, run_name="__main__")
+        run(program, run_name="__main__")
     error = capsys.readouterr().err
     assert stop.value.code == 2 and named in error and "usage:" in error, error
     assert not list(tmp_path.iterdir())

@@ -200,7 +200,9 @@ def test_the_encoders_channels_last_layout_gives_the_same_features_and_gradients
     top; only the memory layout of the weights differs."""
     from core.model.encoder import EfficientNetLite
 
-    readable, fast = (EfficientNetLite(image_size=96, trainable_blocks=trainable_blocks, fast_path=flag) for flag in (False, True))
+    readable, fast = (
+        EfficientNetLite(image_size=96, trainable_blocks=trainable_blocks, fast_path=flag) for flag in (False, True)
+    )
     assert fast.net._conv_stem.weight.is_contiguous(memory_format=torch.channels_last)
     assert readable.net._conv_stem.weight.is_contiguous() and readable.cache_key() == fast.cache_key()
     images = torch.randn(2, 3, 96, 96, generator=torch.Generator().manual_seed(0))
