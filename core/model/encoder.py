@@ -278,8 +278,8 @@ class EfficientNetLite(Encoder):
         trainable_blocks: fine-tune the last this many MBConv blocks used (plus the head conv/BN at stride
             32); 0 freezes all.
         output_stride: 32 (the head's grid), or 16 or 8 (the grid of the last block at that stride).
-        fast_path: run the convolutions on channels-last (NHWC) tensors, 1.2-2.2x faster on a CPU for the same
-            features up to float rounding (`core.model.fast_path`); false runs torch's default layout.
+        fast_path: run the convolutions on channels-last (NHWC) tensors, the same features up to float rounding,
+            1.3-1.7x faster for batches on a CPU (`core.model.fast_path`); false runs torch's default layout.
     """
 
     VARIANTS = (0, 1, 2)

@@ -15,11 +15,14 @@ hundreds of MB (page faults included) at every word of a wide beam. Blocks chang
 
 **The encoder's convolutions in channels-last layout** (`EfficientNetLite(fast_path=True)`, the default). A tensor
 (B, C, H, W) can store its channels last in memory (NHWC) without changing its shape or values; EfficientNet's
-depthwise and 1x1 convolutions run much faster on that layout on a CPU (oneDNN's NHWC kernels). The encoder stores its
+depthwise and 1x1 convolutions run faster on that layout on a CPU (oneDNN's NHWC kernels). The encoder stores its
 weights so at construction and lays out its input so in `trunk_map`, at one visible branch each; everything after
 the CNN sees the same (B, L, D) annotations, equal up to float rounding, so feature caches are shared by both paths.
-Measured on EfficientNet-Lite0 (2-core AMD EPYC, float32, medians of 10 runs): one 384-px photo 61 -> 43 ms on 2
-threads and 147 -> 68 ms on one; one 224-px photo 37 -> 29 ms; a batch of 32 at 224 px 1854 -> 1446 ms.
+Measured by `python benchmarks/encoder_layout.py` (EfficientNet-Lite0, 2-core AMD EPYC, float32, medians of 10
+passes; ms per batch, default layout -> channels-last). A batch of 32 photos, as the feature cache encodes them:
+2195 -> 1506 at 224 px and 7555 -> 4882 at 384 px on two threads, 2423 -> 1823 and 11804 -> 6966 on one. One photo,
+as the app encodes it, on two threads: 23 -> 21 at 224 px, 71 -> 55 at 384 px; on one thread about even (0.8-1.2x
+over three runs). So the gain is in batches and in the app's two threads.
 `tests/unit/test_fast_path.py` checks both layouts give the same features and gradients.
 """
 

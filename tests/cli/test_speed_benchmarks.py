@@ -133,3 +133,12 @@ def test_decoders_times_a_show_attend_tell_and_a_transformer_checkpoint_in_one_r
         assert row["epoch_minutes"] == round(30000 / row["training_captions_per_s"]["median"] / 60, 1)
     for name, value in figures_of(answer).items():
         assert math.isfinite(value) and value >= 0, name
+
+
+def test_encoder_layout_times_both_layouts_on_the_same_features() -> None:
+    answer = run_benchmark("encoder_layout.py", "--sizes", "64", "--batches", "1", "--repeats", "1")
+    assert_finite(answer)
+    result = answer["results"]["64px_batch1"]
+    assert result["default_layout_ms"] > 0 and result["channels_last_ms"] > 0
+    assert result["speedup"] == pytest.approx(result["default_layout_ms"] / result["channels_last_ms"], abs=0.01)
+    assert result["max_difference"] < 1e-3  # the same features up to float rounding
