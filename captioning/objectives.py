@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from captioning.decoder import Expectation, Read, Sample, TeacherForced
 from core.maps.measures import map_entropy
+from core.model.options import OptionError
 
 
 def this_process(value: Tensor) -> Tensor:
@@ -243,9 +244,9 @@ class HardAttention(AttentionObjective):
     ) -> None:
         super().__init__(inference=inference)
         if not 0.0 <= baseline_decay < 1.0:
-            raise ValueError(f"baseline_decay must be in [0, 1), got {baseline_decay}")
+            raise OptionError(f"baseline_decay must be in [0, 1), got {baseline_decay}")
         if not 0.0 <= expectation_probability <= 1.0:
-            raise ValueError(f"expectation_probability must be in [0, 1], got {expectation_probability}")
+            raise OptionError(f"expectation_probability must be in [0, 1], got {expectation_probability}")
         self.reinforce_weight = reinforce_weight
         self.entropy_bonus = entropy_bonus
         self.baseline_decay = baseline_decay

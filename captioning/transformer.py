@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from captioning.decoder import EXPECTATION, CaptionDecoder, Expectation, Read, StepOutput, TeacherForced
+from core.model.options import OptionError
 
 
 def sinusoidal_positions(length: int, dim: int) -> Tensor:
@@ -213,13 +214,13 @@ class TransformerDecoder(CaptionDecoder):
     ) -> None:
         super().__init__()
         if model_dim % heads:
-            raise ValueError(f"model_dim {model_dim} does not split into {heads} heads: make it a multiple of heads")
+            raise OptionError(f"model_dim {model_dim} does not split into {heads} heads: make it a multiple of heads")
         if not -layers <= map_layer < layers:
-            raise ValueError(
+            raise OptionError(
                 f"map_layer {map_layer} names no layer of {layers}: give one from {-layers} to {layers - 1}"
             )
         if map_head is not None and not 0 <= map_head < heads:
-            raise ValueError(f"map_head {map_head} names no head of {heads}: give one from 0 to {heads - 1}, or none")
+            raise OptionError(f"map_head {map_head} names no head of {heads}: give one from 0 to {heads - 1}, or none")
         self.vocab_size, self.heads, self.max_length = vocab_size, heads, max_length
         self.map_layer, self.map_head = map_layer, map_head
         self.embedding = nn.Embedding(vocab_size, model_dim)

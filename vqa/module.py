@@ -15,11 +15,12 @@ import lightning as L
 import torch
 from torch import Tensor
 
-from core.training.checkpoints import CheckpointKind, load_module, supply_packaged_encoder
+from core.maps.measures import map_entropy, mass_in_boxes
 from core.model.encoder import EfficientNetLite, Encoder
+from core.model.options import OptionError
+from core.training.checkpoints import CheckpointKind, load_module, supply_packaged_encoder
 from core.training.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
 from core.training.hparams import component_from_flat_options, factory_config, plain_hyperparameters
-from core.maps.measures import map_entropy, mass_in_boxes
 from core.training.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 from data.vqa import VqaSample
@@ -28,7 +29,6 @@ from vqa.metrics import QuestionRecord, daquar_metrics, vqa_accuracy
 from vqa.question_encoder import LstmQuestionEncoder, QuestionEncoder
 from vqa.questions import user_question_ids
 from vqa.san import SanFactory, SanOutput, StackedAttention
-
 
 # What this task's checkpoints are called and what they all hold; declared to `core.training.checkpoints` as an entry
 # point (pyproject.toml), so that a VQA checkpoint given to another task is refused by name.
@@ -102,7 +102,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
     ) -> None:
         super().__init__()
         if entropy_weight < 0:
-            raise ValueError(f"entropy_weight must be at least 0, got {entropy_weight}")
+            raise OptionError(f"entropy_weight must be at least 0, got {entropy_weight}")
         self.encoder = encoder if encoder is not None else EfficientNetLite()
         self.save_hyperparameters(ignore=["encoder", "san"])  # objects: kept as plain configs below
         self.hparams.update(plain_hyperparameters(

@@ -11,6 +11,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
+from core.model.options import OptionError
+
 
 class QuestionEncoder(nn.Module, abc.ABC):
     """Questions (B, T) of word ids, padded with `pad_id`, with their lengths (B,) -> question vectors (B, H).
@@ -68,7 +70,7 @@ class ConvQuestionEncoder(QuestionEncoder):
         super().__init__(vocab_size=vocab_size, embed_dim=embed_dim, hidden_dim=hidden_dim, pad_id=pad_id)
         unit, rest = divmod(hidden_dim, sum(self.SHARES))
         if rest or unit == 0:
-            raise ValueError(
+            raise OptionError(
                 f"the CNN question model shares its filters 1:2:2 between word windows of 1, 2 and 3, so its "
                 f"size (question_dim) must be a positive multiple of 5, got {hidden_dim} (the paper's is 640)"
             )

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from core.model.attention import AdditiveScore, Attention, Score, grid_positions, with_positions
+from core.model.options import OptionError
 
 
 @dataclass
@@ -100,7 +101,7 @@ class StackedAttention(nn.Module):
     ) -> None:
         super().__init__()
         if hops < 1:
-            raise ValueError(f"a stacked attention network needs at least one hop, got hops={hops}")
+            raise OptionError(f"a stacked attention network needs at least one hop, got hops={hops}")
         self.coordinates = coordinates
         self.separate_hops = separate_hops
         self.read_positions = read_positions

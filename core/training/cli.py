@@ -17,6 +17,7 @@ from lightning.pytorch.callbacks.progress.progress_bar import ProgressBar
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
 
+from core.model.options import OptionError
 from core.training.checkpoints import (
     CheckpointError,
     check_kind,
@@ -83,8 +84,8 @@ class CheckpointSafeCLI(LightningCLI):
 
     @classmethod
     def main(cls, model_class: type, datamodule_class: type, args: list[str] | None = None) -> CheckpointSafeCLI:
-        """Run the command line (`args`, or the process's own): a CheckpointError ends it with its message, and a
-        distributed run leaves its process group closed.
+        """Run the command line (`args`, or the process's own): a CheckpointError or a model's OptionError ends it
+        with its message (no traceback), and a distributed run leaves its process group closed.
 
         Lightning opens the process group of a DDP run but closes only NCCL ones at exit; a gloo group (CPU
         training) left open is torn down with the interpreter, where its threads can end the process with
@@ -99,6 +100,8 @@ class CheckpointSafeCLI(LightningCLI):
             return cls(model_class, datamodule_class, save_config_kwargs={"overwrite": True}, args=args)
         except CheckpointError as error:
             raise SystemExit(f"error: {error}") from None
+        except OptionError as error:
+            raise SystemExit(f"error: {error} (a model option: change it in the config or on the command line)") from None
         finally:
             if dist.is_available() and dist.is_initialized():
                 dist.destroy_process_group()

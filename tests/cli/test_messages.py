@@ -151,3 +151,36 @@ def test_each_tool_refuses_a_bad_option_by_its_name_before_it_reads_a_file(modul
     error = capsys.readouterr().err
     assert stop.value.code == 2 and named in error and "usage:" in error, error
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("task", "config", "options", "named"),
+    [
+        # the SAN is built once the data fixes its sizes, when the run sets up: no option type can refuse it earlier
+        ("vqa", "shapes_san.yaml", ["--model.san.init_args.hops=0"], "needs at least one hop, got hops=0"),
+        ("vqa", "shapes_san.yaml", ["--model.entropy_weight=-1"], "entropy_weight must be at least 0"),
+        (
+            "captioning", "shapes_soft.yaml",
+            ["--model.decoder=captioning.transformer.TransformerDecoder", "--model.decoder.init_args.model_dim=30",
+             "--model.decoder.init_args.heads=4"],
+            "model_dim 30 does not split into 4 heads",
+        ),
+    ],
+    ids=["san-hops", "vqa-entropy-weight", "transformer-heads"],
+)
+def test_a_model_option_the_model_cannot_be_built_with_ends_the_run_with_one_line_naming_it(
+    task, config, options, named, tmp_path
+):
+    """A bad model option is the user's to fix, not a bug: the command ends with the constructor's message (the
+    option and its value) instead of a traceback, and before any step or checkpoint. (A SystemExit whose code is the
+    message: the interpreter prints that one line and exits with status 1.)"""
+    configs = CAPTIONING_CONFIGS if task == "captioning" else CAPTIONING_CONFIGS.parent / task
+    argv = [
+        task, "fit", "--config", str(configs / config), *SMALL_SHAPES, *options, "--trainer.max_epochs=1",
+        f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path / 'run'}",
+    ]  # fmt: skip
+    with in_process(argv, cwd=tmp_path), pytest.raises(SystemExit) as stop:
+        runpy.run_module(task, run_name="__main__")
+    message = str(stop.value.code)
+    assert message.startswith("error: ") and named in message and "a model option" in message, message
+    assert not list(tmp_path.rglob("*.ckpt"))
