@@ -168,6 +168,7 @@ def test_each_tool_refuses_a_bad_option_by_its_name_before_it_reads_a_file(modul
     ],
     ids=["san-hops", "vqa-entropy-weight", "transformer-heads"],
 )
+@pytest.mark.slow  # each sets up a run: about 5 s
 def test_a_model_option_the_model_cannot_be_built_with_ends_the_run_with_one_line_naming_it(
     task, config, options, named, tmp_path
 ):
