@@ -21,17 +21,27 @@ matches the batches trained on because Lightning does not prefetch from a loader
 map-style datasets); DataLoader workers and their own prefetching do not change the count. Under DDP each
 process shuffles its own share, and every process gets rank 0's generators back on resume: the same state
 they all had, since Lightning seeds them alike.
+
+A third thing concerns what a resumed run keeps, not its weights: a resumed fit logs to a new `logs/version_N/`,
+and Lightning's ModelCheckpoint then forgets the scores of the checkpoints it kept as best (its folder changed), so
+the first validation after a resume was saved as the new folder's `best.ckpt` even when it scored lower than the
+run's best. `BestCheckpoint` (the tasks' best-checkpoint callback, configs/captioning.yaml and configs/vqa.yaml)
+brings them into the new folder with their scores.
 """
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities import rank_zero_only
 from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
 
@@ -170,3 +180,51 @@ def _set_generators(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
     name, keys, *rest = state["numpy"]
     np.random.set_state((name, keys.numpy().astype(np.uint32), *rest))
+
+
+class BestCheckpoint(ModelCheckpoint):
+    """Lightning's ModelCheckpoint, keeping the run's best checkpoints across a resume into a new folder.
+
+    When the checkpoint a fit resumes from was written in another folder (each resumed fit logs to a new
+    `logs/version_N/`), the files it kept as best are copied into this run's folder under their names, with their
+    scores (a copy, not a link: a save that writes into an existing file would change the old folder's too). Each
+    folder's `best.ckpt` is then the best of the whole run so far, and a later validation replaces it only when it
+    scores higher. Lightning's own keeps only `best_model_path` and would save the next validation as best whatever
+    its score.
+    """
+
+    @property
+    def state_key(self) -> str:
+        # Lightning's key, under its class name: a checkpoint written with Lightning's ModelCheckpoint restores into
+        # this one, and the reverse
+        return "ModelCheckpoint" + super().state_key.removeprefix(type(self).__qualname__)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        kept = state_dict.get("best_k_models") or {}
+        previous = state_dict.get("dirpath", self.dirpath)
+        if not (self.dirpath and previous and previous != self.dirpath and kept):
+            super().load_state_dict(state_dict)
+            return
+        here = {path: os.path.join(self.dirpath, os.path.basename(path)) for path in kept if os.path.isfile(path)}
+        if len(here) < len(kept):  # a kept file is gone: Lightning's behaviour, which keeps nothing but the path
+            super().load_state_dict(state_dict)
+            return
+        _bring(here)
+        super().load_state_dict({
+            **state_dict,
+            "dirpath": self.dirpath,
+            "best_k_models": {here[path]: score for path, score in kept.items()},
+            "best_model_path": here.get(state_dict.get("best_model_path"), state_dict.get("best_model_path")),
+            "kth_best_model_path": here.get(state_dict.get("kth_best_model_path"), ""),
+            "last_model_path": "",  # the old folder's last.ckpt stays where it is
+        })  # fmt: skip
+
+
+@rank_zero_only
+def _bring(files: dict[str, str]) -> None:
+    """Each file of `files` (old path -> new path) copied to its new path (once: a resume that fails and is run
+    again finds it there)."""
+    for old, new in files.items():
+        if not os.path.exists(new):
+            os.makedirs(os.path.dirname(new), exist_ok=True)
+            shutil.copy2(old, new)
