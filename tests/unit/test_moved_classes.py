@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from captioning import MOVED_MODULES
-from captioning.bundled import FLICKR8K_HARD, SHAPES_SOFT
+from captioning.bundled import SHAPES_HARD, SHAPES_SOFT
 from captioning.cli import main
 from core.training.checkpoints import read_checkpoint
 from core.training.hparams import CORE_MOVES, current_class_paths, moved_modules
@@ -36,11 +36,14 @@ def test_old_class_paths_become_current_ones_wherever_they_stand():
     assert moved_modules() == CORE_MOVES | MOVED_MODULES
 
 
-def test_a_checkpoint_that_records_old_paths_is_read_with_the_current_ones():
-    raw = torch.load(FLICKR8K_HARD, weights_only=True)["hyper_parameters"]  # written before the move
-    assert raw["encoder"]["class_path"] == "captioning.encoder.EfficientNetLite"
-    hparams = read_checkpoint(FLICKR8K_HARD)["hyper_parameters"]
-    assert hparams["encoder"]["class_path"] == "core.model.encoder.EfficientNetLite"
+def test_a_checkpoint_that_records_old_paths_is_read_with_the_current_ones(tmp_path):
+    # the bundled ShapesWorld hard model with the paths a checkpoint written before the first move recorded
+    checkpoint = torch.load(SHAPES_HARD, weights_only=True)
+    checkpoint["hyper_parameters"]["encoder"]["class_path"] = "captioning.encoder.LocalCNN"
+    checkpoint["hyper_parameters"]["score"] = "captioning.attention.AdditiveScore"
+    torch.save(checkpoint, tmp_path / "old.ckpt")
+    hparams = read_checkpoint(tmp_path / "old.ckpt")["hyper_parameters"]
+    assert hparams["encoder"]["class_path"] == "core.model.encoder.LocalCNN"
     assert hparams["score"] == "core.model.attention.AdditiveScore"
     assert hparams["attention"]["class_path"] == "captioning.objectives.HardAttention"
     assert hparams["attention"]["init_args"]["inference"] == "captioning.decoder.Expectation"
