@@ -220,7 +220,9 @@ class TransformerDecoder(CaptionDecoder):
                 f"map_layer {map_layer} names no layer of {layers}: give one from {-layers} to {layers - 1}"
             )
         if map_head is not None and not 0 <= map_head < heads:
-            raise OptionError(f"map_head {map_head} names no head of {heads}: give one from 0 to {heads - 1}, or none")
+            raise OptionError(
+                f"map_head {map_head} names no head of {heads}: give one from 0 to {heads - 1}, or none"
+            )
         self.vocab_size, self.heads, self.max_length = vocab_size, heads, max_length
         self.map_layer, self.map_head = map_layer, map_head
         self.embedding = nn.Embedding(vocab_size, model_dim)

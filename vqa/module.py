@@ -30,6 +30,7 @@ from vqa.question_encoder import LstmQuestionEncoder, QuestionEncoder
 from vqa.questions import user_question_ids
 from vqa.san import SanFactory, SanOutput, StackedAttention
 
+
 # What this task's checkpoints are called and what they all hold; declared to `core.training.checkpoints` as an entry
 # point (pyproject.toml), so that a VQA checkpoint given to another task is refused by name.
 CHECKPOINT_KIND = CheckpointKind(name="VQA", command="python -m vqa", required=("question_vocabulary", "answers"))

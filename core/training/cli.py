@@ -101,7 +101,8 @@ class CheckpointSafeCLI(LightningCLI):
         except CheckpointError as error:
             raise SystemExit(f"error: {error}") from None
         except OptionError as error:
-            raise SystemExit(f"error: {error} (a model option: change it in the config or on the command line)") from None
+            hint = "a model option: change it in the config or on the command line"
+            raise SystemExit(f"error: {error} ({hint})") from None
         finally:
             if dist.is_available() and dist.is_initialized():
                 dist.destroy_process_group()

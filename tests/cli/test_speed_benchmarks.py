@@ -140,7 +140,8 @@ def test_encoder_layout_times_both_layouts_on_the_same_features() -> None:
     assert_finite(answer)
     result = answer["results"]["64px_batch1"]
     assert result["default_layout_ms"] > 0 and result["channels_last_ms"] > 0
-    # The times are printed to 0.1 ms and the speedup from the unrounded times: it lies within what the rounding allows.
+    # The times are printed to 0.1 ms and the speedup from the unrounded times: it lies within what the rounding
+    # allows.
     default, channels_last = result["default_layout_ms"], result["channels_last_ms"]
     lowest = (default - 0.05) / (channels_last + 0.05)
     highest = (default + 0.05) / max(channels_last - 0.05, 1e-9)

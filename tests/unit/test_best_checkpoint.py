@@ -1,4 +1,5 @@
-"""The best checkpoint of a run that was resumed into a new folder is the best of the whole run (core.training.resume)."""
+"""The best checkpoint of a run that was resumed into a new folder is the best of the whole run
+(core.training.resume)."""
 
 from __future__ import annotations
 
