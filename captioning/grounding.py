@@ -42,6 +42,7 @@ from PIL import Image
 from scipy import stats
 from torch import Tensor
 
+from captioning.bundled import DEFAULT_CAPTIONER
 from captioning.explanations import AttentionWeights, WordMaps
 from captioning.pretrained import Captioner
 from core.maps.measures import cell_centres, inside_any, map_entropy, pixel_mask, union_cover
@@ -408,7 +409,7 @@ def grounding(
     *,
     images: Path,
     boxes: Path,
-    model: str = "flickr8k-soft",
+    model: str = DEFAULT_CAPTIONER,
     beam_size: int = 3,
     words: Path = DEFAULT_WORDS,
     maps: WordMaps | None = None,
@@ -420,7 +421,8 @@ def grounding(
         images: the folder of the photos the boxes file names.
         boxes: a JSON file of boxes: the coco-boxes layout ({"images": {file: {"size", "objects"}}}) or a COCO
             instances file (data.boxes).
-        model: a bundled captioning model's name (flickr8k-soft, flickr8k-hard, ...) or a checkpoint's path.
+        model: a bundled captioning model's name (flickr8k-hard, the app's default; flickr8k-soft, ...) or a
+            checkpoint's path.
         beam_size: the beam width (the app's default is 3).
         words: the JSON word list that links caption words to box classes (captioning/object_words.json).
         maps: which map of each word to score: the attention weights the app draws (by default), or a

@@ -556,7 +556,7 @@ def test_the_docs_quote_what_the_bundled_model_says_of_the_example_photos(tmp_pa
     quotes are what the app's default model says of those example photos, as the Caption tab runs it (beam 3)."""
     repo = Path(demo.__file__).resolve().parent
     readme, app_page, card = ((repo / name).read_text() for name in ("README.md", "docs/app.md", "docs/model-card.md"))
-    screenshot = re.compile(r'coffee photo with the bundled Flickr8k soft-attention model: "([^"]+)"')
+    screenshot = re.compile(r'coffee photo with the bundled Flickr8k hard-attention model: "([^"]+)"')
     quoted = {"coffee": {*screenshot.findall(readme), *screenshot.findall(app_page)}}
     for name, what in (("coffee", "an espresso\s+cup"), ("chelsea", "a cat"), ("astronaut", "an astronaut")):
         quoted.setdefault(name, set()).update(re.findall(rf'"([^"]+)" \({what}\)', card))
@@ -789,7 +789,7 @@ def test_the_readme_screenshot_script_shows_the_caption_the_readme_quotes(browse
     with Image.open(shown["figure"]) as figure:
         assert figure.width == 1280 and figure.height > 800  # the whole page, 1280 px wide
     readme = (Path(demo.__file__).resolve().parent / "README.md").read_text()
-    assert f'soft-attention model: "{shown["caption"]}"' in readme
+    assert f'hard-attention model: "{shown["caption"]}"' in readme
 
 
 @pytest.mark.slow
