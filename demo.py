@@ -77,6 +77,9 @@ from captioning.export import (
     head_choices,
 )
 from captioning.module import CaptioningModule
+from captioning.naming import DEFAULT_NAMING
+from captioning.pretrained import Captioner
+from core.model.imagenet import Tag
 from core.maps.measures import TOP_AREA, short_share
 from core.maps.overlays import FixedScale
 from data.images import ImageLoadError, ImageProblem, load_image
@@ -114,7 +117,9 @@ EXPORT_MAX_AGE_S = 15 * 60  # an answer's files are deleted this long after (the
 # each (benchmarks/app_load.py), about half a minute's wait at the Caption tab's half a second per request.
 DEFAULT_MAX_QUEUE = 64
 # Real photos from scikit-image and ShapesWorld test scenes (what the bundled ShapesWorld models were trained on).
-PHOTO_EXAMPLES = ("coffee", "astronaut", "chelsea")
+# scikit-image's photos; the first is the README's screenshot: the default captioner names its tripod, a word the
+# Flickr8k captions never had ("a woman is playing with a camera on a tripod": the photographer is a man)
+PHOTO_EXAMPLES = ("camera", "coffee", "astronaut", "chelsea")
 SCENE_EXAMPLES = (3, 1, 6)  # indices of ShapesWorld test scenes (seed 0)
 # (example picture, the checkpoint the question was made for, question): picking one also picks its model, shown
 # only when the app has that checkpoint loaded (under any name). A model's first question here is the one the app
@@ -377,12 +382,13 @@ class CaptionAnswer:
     pictures: tuple[str | None, ...]  # the overlays' files (paths, or URLs when a client did not download them)
     titles: tuple[str | None, ...]
     archive: str | None
+    tags: str = ""  # the line under the caption: what the encoder's ImageNet head found (`tags_line`)
 
     @classmethod
     def from_api(cls, result: object) -> CaptionAnswer:
-        """An answer as `gradio_client` returns it: (text, [{"image": file, "caption": title}, ...], file or None),
-        a file being a path, or a dict with its "url" (or "path") when the client does not download files.
-        ValueError when the answer is not of that form."""
+        """An answer as `gradio_client` returns it: (text, [{"image": file, "caption": title}, ...], file or None,
+        tags line), a file being a path, or a dict with its "url" (or "path") when the client does not download
+        files. ValueError when the answer is not of that form."""
 
         def file_of(value: object) -> str | None:
             if isinstance(value, dict):
@@ -390,13 +396,13 @@ class CaptionAnswer:
             return value or None  # type: ignore[return-value]
 
         try:
-            text, gallery, archive = result  # type: ignore[misc]
+            text, gallery, archive, tags = result  # type: ignore[misc]
             items = [(file_of(item["image"]), item["caption"]) for item in gallery or []]
         except (TypeError, ValueError, KeyError) as error:
-            raise ValueError(f"not a (caption, gallery, zip) answer: {result!r}"[:200]) from error
+            raise ValueError(f"not a (caption, gallery, zip, tags) answer: {result!r}"[:200]) from error
         if not isinstance(text, str):
             raise ValueError(f"a caption that is not text: {text!r}"[:200])
-        return cls(text, tuple(p for p, _ in items), tuple(t for _, t in items), file_of(archive))
+        return cls(text, tuple(p for p, _ in items), tuple(t for _, t in items), file_of(archive), tags or "")
 
     def problem(self, vocabulary: Set[str] | None = None, *, with_zip: bool = True) -> str | None:
         """Why this answer is not what the app promises, or None when it is: caption words (of `vocabulary`, when
@@ -411,6 +417,17 @@ class CaptionAnswer:
         if bool(self.archive) != with_zip:
             return "no export zip" if with_zip else "an export zip in the first answer"
         return None
+
+
+def tags_line(tags: Sequence[Tag] | None, *, can_name: bool) -> str:
+    """The line under the caption: the words the encoder's ImageNet head found, each with its probability and its
+    most probable ImageNet class ("coffee 94% (espresso)"), or why there are none."""
+    if not can_name:
+        return "This model's encoder has no ImageNet head: it names only the words of its captions."
+    if tags is None:
+        return "Objects not named: tick 'Name objects' to let the encoder's ImageNet head add what it sees."
+    named = ", ".join(f"{tag} ({tag.classes[0]})" for tag in tags[:3])
+    return f"The encoder's ImageNet head sees: {named}. A word it is at least {DEFAULT_NAMING.threshold:.0%} sure of is put in the caption."
 
 
 def caption_gallery(drawn: CaptionOverlays, words: Sequence[str], folder: Path) -> tuple[str, Gallery]:
@@ -450,32 +467,35 @@ class Handlers:
             self.suggested[name] = question
 
     def caption(
-        self, upload: Upload, model_name: str, beam_size: Any, map_choice: Any = OWN_MAP
-    ) -> Iterator[tuple[str, Gallery, str | None]]:
-        """Caption the photo, in two steps: first (the caption, [(overlay path, word)] in caption order, None)
-        as soon as the overlays are drawn, then the same with the export zip's path once it is written (an
-        API caller's `predict` gets this last answer). The gallery shows JPEG copies of the overlays (a
+        self, upload: Upload, model_name: str, beam_size: Any, map_choice: Any = OWN_MAP, name_objects: Any = True
+    ) -> Iterator[tuple[str, Gallery, str | None, str]]:
+        """Caption the photo, in two steps: first (the caption, [(overlay path, word)] in caption order, None, the
+        tags line) as soon as the overlays are drawn, then the same with the export zip's path once it is written
+        (an API caller's `predict` gets this last answer). The gallery shows JPEG copies of the overlays (a
         tenth of the PNGs' size, quicker to send and to show); the zip holds the export itself.
 
         `map_choice` picks, for a Transformer, which of its cross-attention maps the overlays show: an index into
-        `head_choices(model)` (the tab's "Map" choice), or OWN_MAP for the one its search records."""
+        `head_choices(model)` (the tab's "Map" choice), or OWN_MAP for the one its search records. `name_objects`:
+        name what the encoder's ImageNet head sees (`captioning.naming`), for a model whose encoder has one."""
         model = chosen(self.captioners, model_name)
         width = beam_width(beam_size)
         choice = head_choice(model, map_choice)
         image, name = uploaded_image(upload)
         warn_if_tiny(image, name, model.encoder.input_shape)
         folder = fresh_folder(self.exports) / safe_stem(name)
-        words, weights = generate_caption(model, image, width)
-        heads = every_head(model, image, words)  # a Transformer's every layer's and head's maps; None for SAT
+        captioner = Captioner(model=model)
+        result = captioner.caption(image, beam_size=width, name_objects=bool(name_objects) and captioner.can_name_objects)
+        words, weights, heads = result.words, result.attention.flatten(1), result.heads  # heads: a Transformer's
         if choice is not None:  # the caption stays; its maps are that layer's and head's
             weights = choice.of(heads)
         drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_shape)
         # a "." is never in safe_stem's names, so this folder cannot be the export folder itself
         text, overlays = caption_gallery(drawn, words, folder.with_name(f"{folder.name}.gallery"))
-        yield text, overlays, None
+        tags = tags_line(result.tags, can_name=captioner.can_name_objects)
+        yield text, overlays, None, tags
         # one core stays free to serve the gallery meanwhile
-        drawn.write(folder, source=name, parallel=False, details=caption_details(heads))
-        yield text, overlays, str(zip_folder(folder, folder.parent / f"{folder.name}_attention.zip"))
+        drawn.write(folder, source=name, parallel=False, details=caption_details(heads, result.tags))
+        yield text, overlays, str(zip_folder(folder, folder.parent / f"{folder.name}_attention.zip")), tags
 
     def ask(self, upload: Upload, model_name: str, question: str | None) -> tuple[dict[str, float], Gallery, str]:
         """Answer the question -> ({answer in words: probability} for the top answers, [(hop overlay path,
@@ -647,9 +667,14 @@ def _caption_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
             model = gr.Radio(list(handlers.captioners), value=first, label="Model")
             beam = gr.Slider(1, MAX_BEAM_SIZE, value=DEFAULT_BEAM_SIZE, step=1, label="Beam size")
             maps = map_dropdown(handlers.captioners[first])
+            name_objects = gr.Checkbox(
+                value=True, label="Name objects", elem_id="caption-name-objects",
+                info="Let the encoder's ImageNet head add what it sees, in words the captions never had too",
+            )  # fmt: skip
             button = gr.Button("Caption", variant="primary")
         with gr.Column():
             caption = gr.Textbox(label="Caption", interactive=False, elem_id="caption-text")
+            tags = gr.Markdown(elem_id="caption-tags")
             overlays = overlay_gallery("Where the model looked, word by word", columns=4, elem_id="caption-gallery")
             gr.Markdown(scale_legend(), elem_id="caption-legend")
             archive = gr.File(label="Export (overlays, grid, GIF, caption.json)", elem_id="caption-export")
@@ -657,8 +682,9 @@ def _caption_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
     gr.Examples([[str(examples[name])] for name in names], inputs=[image])
     # preprocess=False: the handler gets the uploaded file's path and opens it with load_image itself
     button.click(
-        handlers.caption, [image, model, beam, maps], [caption, overlays, archive], api_name="caption", preprocess=False
-    )
+        handlers.caption, [image, model, beam, maps, name_objects], [caption, overlays, archive, tags],
+        api_name="caption", preprocess=False,
+    )  # fmt: skip
     model.change(lambda name: map_dropdown(chosen(handlers.captioners, name)), model, maps, api_name=False)
 
 

@@ -4,8 +4,8 @@
 
 Serves the app as `python demo.py` does (a child process on a free 127.0.0.1 port, the bundled checkpoints, as in
 `app_latency.py`), opens it in a headless Chromium (Debian's, `apt-get install -y chromium`, driven by Playwright,
-1280 px wide), and in the chosen tab does what a person does with the first example: scikit-image's coffee photo
-captioned by the default model at beam 3 (`caption`), the ShapesWorld scene asked its example question (`ask`), or
+1280 px wide), and in the chosen tab does what a person does with the first example: the first example photo
+(scikit-image's camera, `demo.PHOTO_EXAMPLES`) captioned by the default model at beam 3 (`caption`), the ShapesWorld scene asked its example question (`ask`), or
 the six score-function models' captions of a ShapesWorld scene (`compare`). Once every overlay has loaded (and, on
 the Caption tab, the export zip is offered) it saves a full-page screenshot and prints one JSON line: the figure's
 path, and the caption (or the question) shown, so the docs can quote it word for word.
@@ -41,7 +41,7 @@ def shoot(browser: Any, url: str, tab: str, out: Path, examples: dict[str, Path]
         page.goto(url, wait_until="networkidle")
         shown: dict = {}
         if tab == "caption":
-            page.locator("#caption-image input[type=file]").set_input_files(str(examples["coffee"]))
+            page.locator("#caption-image input[type=file]").set_input_files(str(examples[demo.PHOTO_EXAMPLES[0]]))
             page.get_by_role("button", name="Caption", exact=True).click()
             page.locator("#caption-export a").first.wait_for(timeout=TIMEOUT_MS)  # the zip: the last answer
             shown["caption"] = page.locator("#caption-text textarea").input_value()

@@ -23,6 +23,7 @@ self-critical sampling, the app): `captioning.transformer.TransformerDecoder` is
 
 from __future__ import annotations
 
+from copy import deepcopy
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
@@ -183,6 +184,22 @@ class CaptionDecoder(nn.Module):
         """Teacher forcing: features (B, L, D), input words (B, T) starting with <start> -> logits (B, T, V)."""
         raise NotImplementedError
 
+    def word_rows(self) -> list[nn.Parameter]:
+        """The parameters with one row per word (the embedding; an untied output layer's weight and bias)."""
+        raise NotImplementedError
+
+    def with_words(self, anchors: Tensor) -> "CaptionDecoder":
+        """A copy that also knows N new words: word V + n gets a copy of word anchors[n]'s rows in every parameter
+        of `word_rows`, so it is read and scored as its anchor is. This is the transfer of DCC (Hendricks et al.
+        2016): a word the captions never had borrows the weights of a semantically close word they had (zebra from
+        horse); which of the two a caption says is then up to the search (`captioning.naming`). This decoder is
+        left as it is."""
+        copy = deepcopy(self)
+        for parameter in copy.word_rows():
+            parameter.data = torch.cat([parameter.data, parameter.data[anchors]])  # (V + N, ...)
+        copy.vocab_size = self.vocab_size + len(anchors)
+        return copy
+
 
 DecoderFactory = Callable[[int, int, tuple[int, int]], CaptionDecoder]
 """A decoder class, or a `functools.partial` of one with its options set, called as (vocab_size, feature_dim,
@@ -288,6 +305,9 @@ class ShowAttendTell(CaptionDecoder):
         self.out_z = nn.Linear(feature_dim, embed_dim, bias=False)  # L_z
         self.out = nn.Linear(embed_dim, vocab_size)  # L_o
         self.dropout = nn.Dropout(dropout)
+
+    def word_rows(self) -> list[nn.Parameter]:
+        return [self.embedding.weight, self.out.weight, self.out.bias]  # E, and L_o's rows
 
     def start(self, features: Tensor) -> tuple[ImageMemory, LSTMState]:
         """Prepare the image (B, L, D) once (D + 2 with `coordinates`): the attention's key projection and the

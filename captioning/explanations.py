@@ -55,7 +55,7 @@ class _WordGradients(WordMaps):
         """(L, D) gradient of one word's log-probability, (L, D) annotation vectors -> (L,) non-negative map."""
 
     def __call__(self, model: CaptioningModule, photos: Sequence[Image.Image], captions: Sequence[Caption]) -> list[Tensor]:
-        vocabulary, (rows, columns) = model.vocabulary, model.encoder.grid_shape
+        vocabulary, (rows, columns) = model.vocabulary_in_use, model.encoder.grid_shape
         maps = []
         for photo, caption in zip(photos, captions):
             if not caption.words:
@@ -67,7 +67,7 @@ class _WordGradients(WordMaps):
             words = [vocabulary.index(word) for word in caption.words]
             inputs = torch.tensor([[vocabulary.start_id, *words[:-1]]], device=model.device)  # (1, n)
             with torch.enable_grad():
-                logits = model.decoder(features, inputs, model.attention.inference_read()).logits[0]  # (n, V)
+                logits = model.decoder_in_use(features, inputs, model.attention.inference_read()).logits[0]  # (n, V)
                 log_probs = F.log_softmax(logits.float(), dim=-1)[torch.arange(len(words)), words]  # (n,)
                 word_maps = []
                 for t in range(len(words)):

@@ -1,5 +1,6 @@
-"""`python -m captioning.export CHECKPOINT IMAGE_OR_FOLDER... --output DIR [--beam-size 3] [--stretch]`: caption
-photos and write where the model looked at every word.
+"""`python -m captioning.export MODEL IMAGE_OR_FOLDER... --output DIR [--beam-size 3] [--stretch] [--no-name-objects]`:
+caption photos and write where the model looked at every word. MODEL is a bundled model's name (flickr8k-soft) or a
+checkpoint's path; a model with an ImageNet head names the objects it sees (`captioning.naming`) unless told not to.
 
 For each image, `DIR/<image stem>/` receives:
 
@@ -11,7 +12,8 @@ For each image, `DIR/<image stem>/` receives:
   "scale": the scale the pictures are drawn on (`DisplayScale.describe`), "concentration": per word, the share
   of its attention on the most attended 5% of the photo (`core.maps.measures`)}; for a Transformer decoder also
   "heads": every layer's and head's cross-attention per word, [word][layer][head][location] (`every_head`), of
-  which "weights" is the layer and head its `map_layer` and `map_head` choose.
+  which "weights" is the layer and head its `map_layer` and `map_head` choose; when objects were named, "tags": the
+  words the encoder's ImageNet head found, [{"word", "probability", "classes"}], most probable first.
 
 The pictures use one fixed scale for every word (`core.maps.overlays.FixedScale`: 1 = uniform attention); `--stretch`
 draws each word's map up to its own maximum instead (`PerMapStretch`).
@@ -25,10 +27,11 @@ from __future__ import annotations
 
 import os
 import re
+from argparse import BooleanOptionalAction
 import sys
 import threading
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -45,6 +48,7 @@ from captioning.datamodule import IMAGE_SUFFIXES
 from captioning.module import CaptioningModule
 from captioning.transformer import TransformerDecoder
 from core.maps.measures import top_area_share
+from core.model.imagenet import Tag
 from core.maps.overlays import (
     DisplayScale,
     FixedScale,
@@ -65,33 +69,6 @@ GIF_SIZE = 448  # longest side of the GIF's frames, in pixels: a GIF of full-siz
 PREVIEW_QUALITY = 90  # JPEG quality of `CaptionOverlays.write_previews`
 _DRAWING_POOL: futures.ThreadPoolExecutor | None = None
 _DRAWING_POOL_LOCK = threading.Lock()
-
-
-def export_caption(
-    model: CaptioningModule,
-    image: Image.Image,
-    out_dir: Path,
-    beam_size: int = 3,
-    *,
-    source: str = "",
-    scale: DisplayScale = FixedScale(),
-) -> dict:
-    """Caption one photo with beam search and write its overlays into out_dir (see the module docstring).
-
-    Args:
-        model: a trained captioning model (e.g. `CaptioningModule.load(path)`).
-        image: the photo, as `data.images.load_image` gives it.
-        out_dir: the folder to write into (created when missing).
-        beam_size: beam width of the search.
-        source: what the photo is called in caption.json (its path, usually).
-        scale: how the pictures show the weights (default: the same fixed scale for every word).
-
-    Returns:
-        The caption.json record.
-    """
-    words, weights = generate_caption(model, image, beam_size)
-    drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_shape, scale=scale)
-    return drawn.write(Path(out_dir), source=source, details=caption_details(every_head(model, image, words)))
 
 
 def model_input(model: CaptioningModule, image: Image.Image) -> Tensor:
@@ -115,12 +92,12 @@ def every_head(
     (1, h*w, C) when the caller has it (`encoder.trunk`), so that the photo is not encoded again."""
     if not isinstance(model.decoder, TransformerDecoder):
         return None
-    vocabulary = model.vocabulary
+    vocabulary = model.vocabulary_in_use  # a named object's new word included
     ids = [vocabulary.start_id, *(vocabulary.index(word) for word in words[:-1])]  # <start> and all but the last word
     inputs = torch.tensor([ids], device=model.device)  # (1, n)
     with torch.inference_mode():
         features = model.features(model_input(model, image) if encoded is None else encoded)  # (1, L, D)
-        return model.decoder.all_maps(features, inputs)[0, : len(words)].float().cpu()  # (n, layers, heads, L)
+        return model.decoder_in_use.all_maps(features, inputs)[0, : len(words)].float().cpu()  # (n, layers, heads, L)
 
 
 @dataclass(frozen=True)
@@ -152,10 +129,14 @@ def head_choices(model: CaptioningModule) -> list[HeadChoice]:
     return [HeadChoice(layer, head) for layer in range(len(decoder.blocks)) for head in (None, *range(decoder.heads))]
 
 
-def caption_details(heads: Tensor | None) -> dict:
+def caption_details(heads: Tensor | None, tags: Sequence[Tag] | None = None) -> dict:
     """What caption.json holds beyond the words and their maps: for a Transformer, `every_head`'s maps as "heads"
-    ([word][layer][head][location]); nothing for Show-Attend-Tell (None)."""
-    return {} if heads is None else {"heads": heads.tolist()}
+    ([word][layer][head][location]; nothing for Show-Attend-Tell, None); with object naming, the ImageNet head's
+    "tags" ([{"word", "probability", "classes"}], most probable first)."""
+    details = {} if heads is None else {"heads": heads.tolist()}
+    if tags is not None:
+        details["tags"] = [{"word": t.word, "probability": round(t.probability, 4), "classes": list(t.classes)} for t in tags]
+    return details
 
 
 class UnknownWordsError(ValueError):
@@ -395,7 +376,7 @@ def parse_arguments(argv: Sequence[str] | None) -> Namespace:
         prog="python -m captioning.export",
         description="Caption images and write per-word attention overlays, a grid, a GIF and the weights as JSON.",
     )
-    parser.add_argument("checkpoint", type=Path, help="a captioning checkpoint (best.ckpt)")
+    parser.add_argument("model", help="a bundled captioning model's name (flickr8k-soft, ...) or a checkpoint's path")
     parser.add_argument("images", type=Path, nargs="+", metavar="IMAGE_OR_FOLDER", help="image files or folders of images")
     parser.add_argument("--output", type=Path, required=True, help="folder that receives one subfolder per image")
     parser.add_argument("--beam-size", type=PositiveInt, default=3, help="beam width")
@@ -405,13 +386,27 @@ def parse_arguments(argv: Sequence[str] | None) -> Namespace:
         help="draw each word's map up to its own maximum (even a flat map looks peaked) instead of the default "
         "fixed scale, the same for every word (1 = uniform attention)",
     )
+    parser.add_argument(
+        "--name-objects",
+        action=BooleanOptionalAction,
+        default=None,
+        help="name what the encoder's ImageNet head sees, words the captions never had included (captioning.naming); "
+        "default: on for models with an EfficientNet-Lite encoder",
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from captioning.pretrained import Captioner  # it draws with this module's classes: imported once both exist
+
     args = parse_arguments(argv)
     try:
-        model = CaptioningModule.load(args.checkpoint)
+        captioner = Captioner.load(args.model)
+        if args.name_objects and not captioner.can_name_objects:
+            raise ValueError(
+                f"{args.model} has no ImageNet head to name objects with ({type(captioner.model.encoder).__name__} "
+                "encoder): leave out --name-objects"
+            )
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -425,8 +420,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"skipped: {error}", file=sys.stderr)
             continue
         folder = output_folder(args.output, path, taken)
-        record = export_caption(model, image, folder, args.beam_size, source=str(path), scale=scale)
-        print(f"{path}: {record['caption']!r} -> {folder}")
+        result = captioner.caption(image, beam_size=args.beam_size, name_objects=args.name_objects)
+        record = replace(result, source=str(path)).save(folder, scale=scale)
+        tags = f" (tags: {', '.join(map(str, result.tags))})" if result.tags else ""
+        print(f"{path}: {record['caption']!r}{tags} -> {folder}")
         exported += 1
     if not exported:
         print("error: no image could be exported", file=sys.stderr)

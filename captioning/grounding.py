@@ -31,7 +31,7 @@ import json
 import math
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -44,88 +44,14 @@ from torch import Tensor
 
 from captioning.bundled import DEFAULT_CAPTIONER
 from captioning.explanations import AttentionWeights, WordMaps
+from captioning.mentions import MentionReport, count_mentions, novel_classes, training_counts
+from captioning.naming import ObjectNaming
+from captioning.object_words import DEFAULT_WORDS, Mention, ObjectWords
 from captioning.pretrained import Captioner
 from core.maps.measures import cell_centres, inside_any, map_entropy, pixel_mask, union_cover
 from core.maps.overlays import spread
 from data.boxes import BoxedPhoto, read_boxes
-from data.errors import DatasetFormatError
 from data.images import ImageLoadError, load_image
-from data.json_files import read_json_object
-
-DEFAULT_WORDS = Path(__file__).with_name("object_words.json")
-
-
-# ----------------------------------------------------------------------------------------------------
-# Which caption words name which object classes.
-
-
-@dataclass(frozen=True)
-class Mention:
-    """A caption word (or phrase) that names an object class: where it is, what it says, which classes it may name.
-
-    `position` is the caption index of the phrase's last word ("teddy bear": "bear"), the word whose map is scored.
-    """
-
-    position: int
-    phrase: str
-    classes: frozenset[str]
-
-
-class ObjectWords:
-    """The words and phrases that name each object class: {class: [word or phrase, ...]}.
-
-    A phrase may name several classes ("bike": bicycle and motorcycle); a caption is read left to right taking the
-    longest phrase that starts at each word, so "hot dog" names a hot dog, not a dog.
-
-    Args:
-        classes: the class names of the boxes file (COCO's own for `object_words.json`) and their words.
-    """
-
-    def __init__(self, *, classes: Mapping[str, Sequence[str]]) -> None:
-        self.phrases: dict[tuple[str, ...], set[str]] = defaultdict(set)
-        for name, words in classes.items():
-            for phrase in words:
-                tokens = tuple(phrase.lower().split())
-                if tokens:
-                    self.phrases[tokens].add(name)
-        if not self.phrases:
-            raise ValueError("the word list names no class: give each class at least one word")
-        self.longest = max(len(tokens) for tokens in self.phrases)
-
-    @classmethod
-    def read(cls, path: str | Path = DEFAULT_WORDS) -> ObjectWords:
-        """The word list of a JSON file `{"classes": {class: [word, ...]}}` (the layout of `object_words.json`).
-
-        Raises:
-            FileNotFoundError: no such file.
-            DatasetFormatError: it is not that layout (the message names the file and the entry).
-        """
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"word list {path} does not exist (a JSON file laid out as {DEFAULT_WORDS.name})")
-        classes = read_json_object(path).get("classes")
-        if not isinstance(classes, dict) or not classes:
-            raise DatasetFormatError(f"{path}: expected {{'classes': {{class name: [word, ...]}}}}")
-        for name, words in classes.items():
-            if not isinstance(words, list) or not all(isinstance(word, str) for word in words):
-                raise DatasetFormatError(f"{path}: classes[{name!r}] must be a list of words, got {words!r}")
-        return cls(classes=classes)
-
-    def mentions(self, words: Sequence[str]) -> list[Mention]:
-        """The object words of a caption, left to right (the longest phrase first at each word)."""
-        words = [word.lower() for word in words]
-        found, start = [], 0
-        while start < len(words):
-            for length in range(min(self.longest, len(words) - start), 0, -1):
-                tokens = tuple(words[start : start + length])
-                if tokens in self.phrases:
-                    found.append(Mention(start + length - 1, " ".join(tokens), frozenset(self.phrases[tokens])))
-                    start += length
-                    break
-            else:
-                start += 1
-        return found
-
 
 # ----------------------------------------------------------------------------------------------------
 # One word-object pair.
@@ -215,6 +141,7 @@ class GroundingReport:
     beam_size: int
     photos: int = 0
     captions: dict[str, str] = field(default_factory=dict)
+    new_words: set[str] = field(default_factory=set)  # words of the captions the model's training never had
     pairs: list[PairScore] = field(default_factory=list)
     hallucinations: list[Hallucination] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -293,11 +220,16 @@ class GroundingReport:
             "by_class": self.groups(by_class),
             "by_position": self.groups(by_position),
             "by_box_share": self.groups(by_box_share),
+            "by_word_kind": self.groups(self.word_kind),
             "hallucination_rate": self.hallucination_rate,
             "hallucinations": [asdict(h) for h in self.hallucinations],
             "pairs": [asdict(pair) for pair in self.pairs],
             "captions": self.captions,
         }
+
+    def word_kind(self, pair: PairScore) -> str:
+        """Whether a pair's word is one the model trained on or a new one (`captioning.naming`)."""
+        return "new word" if pair.word in self.new_words else "trained word"
 
     def table(self) -> str:
         """The means as a plain-text table for a terminal."""
@@ -323,7 +255,10 @@ class GroundingReport:
             f"object words ({self.hallucination_rate:.1%})"
             + (": " + ", ".join(f"{w} x{n}" for w, n in Counter(h.word for h in self.hallucinations).most_common(8)) if self.hallucinations else ""),
         ]
-        for title, key in (("class", by_class), ("word position", by_position), ("box share of the photo", by_box_share)):
+        groups = [("class", by_class), ("word position", by_position), ("box share of the photo", by_box_share)]
+        if self.new_words:
+            groups.append(("word kind", self.word_kind))
+        for title, key in groups:
             lines += ["", f"{'by ' + title:<22}{'pairs':>6}{'mass':>7}{'uniform':>9}{'pointing':>10}{'centre':>8}"]
             for name, g in list(self.groups(key).items())[:12]:
                 lines.append(
@@ -356,9 +291,11 @@ def ground(
     beam_size: int = 3,
     maps: WordMaps = AttentionWeights(),
     model_name: str = "",
+    name_objects: bool | None = None,
 ) -> GroundingReport:
     """Caption every photo with `captioner` (as the app does) and score every object word's map (`maps`: the
-    attention weights by default, or a gradient-based map of `captioning.explanations`).
+    attention weights by default, or a gradient-based map of `captioning.explanations`); `name_objects` as
+    `Captioner.caption` takes it.
 
     A photo that is missing or unreadable, or whose size is not the boxes file's, is skipped and named in
     `report.skipped` (a rotated or resized copy would put the boxes in the wrong place).
@@ -368,10 +305,12 @@ def ground(
         chunk = [(photo, image) for photo in photos[start : start + captioner.batch_size]
                  if (image := read_photo(images, photo, report.skipped)) is not None]
         pictures = [image for _, image in chunk]
-        captions = captioner.caption(pictures, beam_size=beam_size)
+        captions = captioner.caption(pictures, beam_size=beam_size, name_objects=name_objects)
+        trained = captioner.model.vocabulary
         for (photo, _), caption, word_maps in zip(chunk, captions, maps(captioner.model, pictures, captions)):
             report.photos += 1
             report.captions[photo.file] = caption.text
+            report.new_words.update(word for word in caption.words if word not in trained)
             for mention in words.mentions(caption.words):
                 if mention.classes & photo.classes:
                     report.pairs.append(score_pair(word_maps[mention.position], photo, mention))
@@ -395,14 +334,8 @@ def read_photo(images: Path, photo: BoxedPhoto, skipped: list[str]) -> Image.Ima
 
 
 def load_captioner(model: str) -> Captioner:
-    """A bundled model by name, or a captioning checkpoint by path."""
-    if Path(model).is_file():
-        return Captioner.from_checkpoint(model)
-    if model in Captioner.available():
-        return Captioner.from_pretrained(model)
-    raise FileNotFoundError(
-        f"--model {model!r} is neither a checkpoint file nor a bundled model ({', '.join(Captioner.available())})"
-    )
+    """A bundled model by name, or a captioning checkpoint by path (`Captioner.load`)."""
+    return Captioner.load(model)
 
 
 def grounding(
@@ -413,9 +346,13 @@ def grounding(
     beam_size: int = 3,
     words: Path = DEFAULT_WORDS,
     maps: WordMaps | None = None,
+    name_objects: bool | None = None,
+    naming: ObjectNaming | None = None,
+    captions: Path | None = None,
     output: Path | None = None,
-) -> GroundingReport:
-    """Caption photos with boxes and measure where each object word's attention lands.
+) -> tuple[GroundingReport, MentionReport]:
+    """Caption photos with boxes, measure where each object word's attention lands, and count the classes the
+    captions name (`captioning.mentions`: precision, recall and F1 per class, all classes and novel ones).
 
     Args:
         images: the folder of the photos the boxes file names.
@@ -427,25 +364,39 @@ def grounding(
         words: the JSON word list that links caption words to box classes (captioning/object_words.json).
         maps: which map of each word to score: the attention weights the app draws (by default), or a
             gradient-based map, captioning.explanations.GradCAM or captioning.explanations.GradientTimesInput.
-        output: also write every pair, hallucination, caption and mean to this JSON file.
+        name_objects: name what the encoder's ImageNet head sees (captioning.naming); unset: as the model does by
+            default (on for models with an EfficientNet-Lite encoder).
+        naming: the options objects are named with, when not the defaults (captioning.naming.ObjectNaming, e.g.
+            --naming.value 2.0).
+        captions: the model's training captions (a Karpathy caption file): classes its training split names
+            fewer than 20 times are the novel ones; unset, the classes none of whose words the model knows.
+        output: also write every pair, hallucination, caption, mention count and mean to this JSON file.
     """
     if not Path(images).is_dir():
         raise FileNotFoundError(f"--images {images} is not a folder (the folder of the photos the boxes file names)")
     photos = read_boxes(boxes)
     object_words = ObjectWords.read(words)
+    counts = training_counts(captions, object_words) if captions is not None else None
     captioner = load_captioner(model)
+    if naming is not None:
+        captioner.naming = naming
     report = ground(
         captioner, photos, Path(images), words=object_words, beam_size=beam_size, maps=maps or AttentionWeights(),
-        model_name=model if maps is None else f"{model} ({type(maps).__name__})",
+        model_name=model if maps is None else f"{model} ({type(maps).__name__})", name_objects=name_objects,
     )
     if report.photos == 0:
         raise FileNotFoundError(f"no photo of {boxes} could be read from {images}: " + "; ".join(report.skipped[:3]))
+    novel = novel_classes(object_words, counts=counts, vocabulary=set(captioner.model.vocabulary.tokens))
+    mentions = count_mentions(
+        photos, {file: text.split() for file, text in report.captions.items()}, object_words, novel=novel
+    )
     print(report.table())
+    print("\n" + mentions.table())
     if output is not None:
         Path(output).parent.mkdir(parents=True, exist_ok=True)
-        Path(output).write_text(json.dumps(report.to_json(), indent=1))
+        Path(output).write_text(json.dumps({**report.to_json(), "mentions": mentions.to_json()}, indent=1))
         print(f"\nwrote {output}")
-    return report
+    return report, mentions
 
 
 def parser() -> ArgumentParser:

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from captioning.decoder import CaptionDecoder, DecoderFactory, ShowAttendTell
+from captioning.naming import Namer, ObjectNaming
 from captioning.metrics import CLOSED_CLASS_WORDS, DETERMINERS, MODIFIERS, caption_flaws, score_captions
 from captioning.objectives import AttentionObjective, LossTerms, SoftAttention
 from captioning.search import Generated, beam_search
@@ -28,6 +29,7 @@ from core.training.checkpoints import (
     supply_packaged_encoder,
 )
 from core.model.encoder import EfficientNetLite, Encoder
+from core.model.options import OptionError
 from core.training.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
 from core.training.hparams import class_config, component_from_flat_options, factory_config, plain_hyperparameters
 from core.maps.measures import mass_in_box
@@ -93,6 +95,9 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         max_length: longest generated caption, in words.
         self_critical: train with self-critical sequence training (`SelfCritical`: sampled captions rewarded
             by their CIDEr-D) instead of teacher-forced cross-entropy; start from `initial_weights`.
+        naming: name what the encoder's ImageNet head sees, words the captions never had included
+            (`captioning.naming.ObjectNaming`: tags, new words, constrained beam search); for evaluation and
+            inference, not training. None captions with the trained vocabulary alone.
         initial_weights: a captioning checkpoint to start from (its vocabulary and weights; the encoder must
             be configured as it was, except for its image size: photos read larger give a finer grid). Used
             once, when the model is built: the run's own checkpoints then hold the weights, and leave this out.
@@ -115,19 +120,23 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         complete_phrases: bool = True,
         max_length: int = 20,
         self_critical: SelfCritical | None = None,
+        naming: ObjectNaming | None = None,
         initial_weights: Path | None = None,
     ) -> None:
         super().__init__()
         self.encoder = encoder if encoder is not None else EfficientNetLite()
         self.attention = attention if attention is not None else SoftAttention()
         self.self_critical = self_critical
-        self.save_hyperparameters(ignore=["encoder", "attention", "decoder"])  # objects: kept as plain configs below
+        self.naming = naming
+        self._namer: Namer | None = None  # built on first use, when the trained weights are in place
+        self.save_hyperparameters(ignore=["encoder", "attention", "decoder", "naming"])  # objects: kept as plain configs below
         self.hparams.update(
             plain_hyperparameters(
                 dict(self.hparams),
                 encoder=self.encoder,
                 attention=self.attention,
                 self_critical=self_critical,
+                naming=naming,
             )
         )
         self.hparams["decoder"] = factory_config(decoder)
@@ -212,13 +221,50 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         """Annotation vectors (B, L, D) from cached grids (B, L, D) or images (B, 3, S, S)."""
         return self.encoder.annotations(inputs)
 
-    def generate(self, inputs: Tensor, *, beam_size: int | None = None) -> Generated:
-        """Captions (token ids and per-word attention) for cached grids or images."""
+    def set_naming(self, naming: ObjectNaming | None) -> None:
+        """Name objects with these options from now on (None: the trained vocabulary alone)."""
+        self.naming = naming
+        self.hparams.update(plain_hyperparameters({}, naming=naming) if naming is not None else {"naming": None})
+
+    @property
+    def namer(self) -> Namer | None:
+        """`naming` bound to this model's weights (None without naming), made once."""
+        if self.naming is None:
+            return None
+        self._require_vocabulary()
+        if self._namer is None or self._namer.naming is not self.naming:  # made again only for other options
+            self._namer = Namer(naming=self.naming, decoder=self.decoder, vocabulary=self.vocabulary, encoder=self.encoder)
+        return self._namer
+
+    @property
+    def vocabulary_in_use(self) -> Vocabulary:
+        """The words captions are said in: the vocabulary, and with `naming` the new words after it."""
+        return self.vocabulary if self.namer is None else self.namer.vocabulary
+
+    @property
+    def decoder_in_use(self) -> CaptionDecoder:
+        """The decoder captions are said by: the trained one, or with `naming` its copy with the new words' rows."""
+        return self.decoder if self.namer is None else self.namer.decoder
+
+    def generate(self, inputs: Tensor, *, beam_size: int | None = None, images: Tensor | None = None) -> Generated:
+        """Captions (token ids and per-word attention) for cached grids or images; with `naming`, each photo's
+        tags too, and captions that hold its confident ones. Naming reads the photos themselves: `inputs` as images
+        (B, 3, H, W), or `images` beside cached inputs."""
         self._require_vocabulary()
         v = self.vocabulary
-        return beam_search(
-            self.decoder,
-            self.features(inputs),
+        features = self.features(inputs)
+        named = None
+        if self.namer is not None:
+            images = inputs if inputs.dim() == 4 else images
+            if images is None:
+                raise ValueError(
+                    "naming objects reads the photos, and this batch holds cached features only: run without the "
+                    "feature cache (--data.cache_features false) or without --model.naming"
+                )
+            named = self.namer.search_inputs(images, features)
+        generated = beam_search(
+            self.decoder_in_use,
+            features,
             start_id=v.start_id,
             end_id=v.end_id,
             max_length=self.hparams.max_length,
@@ -230,10 +276,15 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
             determiners=self._ids_of(DETERMINERS) if self.hparams.complete_phrases else (),
             read=self.attention.inference_read(),
             banned=self._banned_words(),
+            never=named.never if named is not None else None,
+            constraints=named.constraints if named is not None else None,
+            constraint_value=named.value if named is not None else None,
         )
+        generated.tags = named.tags if named is not None else None
+        return generated
 
     def caption(self, inputs: Tensor, *, beam_size: int | None = None) -> list[str]:
-        return [self.vocabulary.decode(tokens) for tokens in self.generate(inputs, beam_size=beam_size).tokens]
+        return [self.vocabulary_in_use.decode(tokens) for tokens in self.generate(inputs, beam_size=beam_size).tokens]
 
     def caption_words(self, tokens: list[int], weights: Tensor) -> tuple[list[str], Tensor]:
         """The words of one generated caption and the attention row (n_words, L) of each, for overlays.
@@ -241,7 +292,7 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         Ids that `Vocabulary.words` skips (<start>, <pad>: an untrained model can emit them) are dropped with
         their rows, so words and rows stay aligned and the words join to `vocabulary.decode(tokens)`.
         """
-        v = self.vocabulary
+        v = self.vocabulary_in_use
         rows = [i for i, token in enumerate(tokens) if token not in (v.start_id, v.pad_id)]
         return v.words(tokens[i] for i in rows), weights[rows]
 
@@ -296,6 +347,10 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         return terms.total
 
     def on_fit_start(self) -> None:
+        if self.naming is not None:
+            raise OptionError(
+                "model.naming names objects when captioning with trained weights; it does not train: leave it out of fit"
+            )
         if self.self_critical is not None:
             v = self.vocabulary
             self.self_critical.prepare(self.trainer.datamodule.reference_ids("train"), end_id=v.end_id, words=v.tokens)
@@ -333,7 +388,7 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         self._collect_correctness(weights, batch)
         generated = self.generate(batch["inputs"])
         for index, tokens in zip(batch["index"].tolist(), generated.tokens):
-            self._generated[index] = self.vocabulary.decode(tokens)
+            self._generated[index] = self.vocabulary_in_use.decode(tokens)
 
     def _collect_correctness(self, weights: Tensor, batch: dict) -> None:
         """Attention mass inside the ground-truth box at the words that name an object (teacher-forced), kept

@@ -6,7 +6,12 @@
     result = captioner.caption("coffee.png", beam_size=3)       # a path, a PIL image, or a list of either
     result.text, result.words, result.attention                 # attention: (len(words), rows, columns)
     result.heads                       # a Transformer's every layer and head: (len(words), layers, heads, L)
+    result.tags                        # what the encoder's ImageNet head saw: [Tag("coffee", 0.85, ...), ...]
     result.save("overlays/coffee")                              # what `python -m captioning.export` writes
+
+A model whose encoder ships the ImageNet head (EfficientNet-Lite: every real-photo model here) names objects by
+default (`captioning.naming`): the head's confident tags must be said, in words the captions never had included;
+`name_objects=False` captions with the trained vocabulary alone.
 
 A list of photos is captioned in batches (the encoder and the beam search each take a batch at a time), which is
 faster than one call per photo (`benchmarks/python_api.py`). The pictures and files come from
@@ -27,6 +32,9 @@ from torch import Tensor
 from captioning.bundled import MODELS, SCORE_MODELS
 from captioning.export import CaptionOverlays, caption_details, every_head
 from captioning.module import CaptioningModule
+from captioning.naming import DEFAULT_NAMING, ObjectNaming
+from core.model.encoder import EfficientNetLite
+from core.model.imagenet import Tag
 from core.maps.overlays import DisplayScale, FixedScale
 from core.model.pretrained import ImageInput, PretrainedModel, as_photo, find_model
 from data.images import load_image
@@ -47,6 +55,9 @@ class Caption:
     # a Transformer's every layer's and head's map of each word, (len(words), layers, heads, L), what caption.json
     # holds as "heads" (`captioning.export.every_head`); None for Show-Attend-Tell, which has one map per word
     heads: Tensor | None = field(default=None, repr=False)
+    # the words the encoder's ImageNet head found in the photo, most probable first (`captioning.naming`): what
+    # caption.json holds as "tags"; None when objects were not named
+    tags: list[Tag] | None = None
 
     @property
     def text(self) -> str:
@@ -62,7 +73,7 @@ class Caption:
         """Write the files `python -m captioning.export` writes for one photo (an overlay per word, grid.png,
         attention.gif, caption.json) into folder, created when missing, drawn on `scale` (as `overlays`).
         Returns the caption.json record."""
-        return self._drawn(scale).write(Path(folder), source=self.source, details=caption_details(self.heads))
+        return self._drawn(scale).write(Path(folder), source=self.source, details=caption_details(self.heads, self.tags))
 
     def photo(self) -> Image.Image:
         """The photo as RGB at its own size: the PIL image given, or the file read again."""
@@ -81,14 +92,45 @@ class Captioner:
         model: a trained `CaptioningModule` (`from_pretrained` and `from_checkpoint` load one).
         batch_size: how many photos one batch holds when a list is captioned (more is faster, up to memory).
         metadata: what the registry says about the model, when it is a bundled one.
+        naming: how objects are named by default (`captioning.naming.ObjectNaming`; its defaults when the model's
+            encoder has an ImageNet head and the model names none of its own); None captions with the trained
+            vocabulary alone.
     """
 
-    def __init__(self, *, model: CaptioningModule, batch_size: int = 16, metadata: PretrainedModel | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        model: CaptioningModule,
+        batch_size: int = 16,
+        metadata: PretrainedModel | None = None,
+        naming: ObjectNaming | None = None,
+    ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, not {batch_size}")
         self.model = model.eval()
         self.batch_size = batch_size
         self.metadata = metadata
+        self.naming = naming or model.naming or (DEFAULT_NAMING if self.can_name_objects else None)
+
+    @property
+    def can_name_objects(self) -> bool:
+        """Whether the model's encoder has an ImageNet head to name objects with (EfficientNet-Lite)."""
+        return isinstance(self.model.encoder, EfficientNetLite)
+
+    @classmethod
+    def load(cls, model: str | Path, **options) -> Captioner:
+        """A bundled model by name or a checkpoint by path, as every command takes `--model`.
+
+        Raises:
+            FileNotFoundError: neither a file nor a bundled model's name (the message lists the names).
+        """
+        if Path(model).is_file():
+            return cls.from_checkpoint(model, **options)
+        if str(model) in cls.available():
+            return cls.from_pretrained(str(model), **options)
+        raise FileNotFoundError(
+            f"model {str(model)!r} is neither a checkpoint file nor a bundled model ({', '.join(cls.available())})"
+        )
 
     @classmethod
     def from_pretrained(cls, name: str, *, device: str | torch.device = "cpu", batch_size: int = 16) -> Captioner:
@@ -115,21 +157,35 @@ class Captioner:
         return {**MODELS, **SCORE_MODELS}
 
     @overload
-    def caption(self, image: ImageInput, *, beam_size: int | None = None) -> Caption: ...
+    def caption(
+        self, image: ImageInput, *, beam_size: int | None = None, name_objects: bool | None = None
+    ) -> Caption: ...
     @overload
-    def caption(self, image: Sequence[ImageInput], *, beam_size: int | None = None) -> list[Caption]: ...
+    def caption(
+        self, image: Sequence[ImageInput], *, beam_size: int | None = None, name_objects: bool | None = None
+    ) -> list[Caption]: ...
 
-    def caption(self, image, *, beam_size=None):
+    def caption(self, image, *, beam_size=None, name_objects=None):
         """Caption a photo, or a list of photos (then a list of results, in the same order).
 
         Args:
             image: a path or a PIL image, or a list (or tuple) of them.
             beam_size: the beam width; None takes the model's own (the one its test scores were measured with).
+            name_objects: name what the encoder's ImageNet head sees (`captioning.naming`); None: when the
+                captioner does by default (`naming`).
 
         Raises:
             data.images.ImageLoadError: a path is missing or not a readable image (the message names it).
             TypeError: an image is neither a path nor a PIL image.
+            ValueError: name_objects=True for a model whose encoder has no ImageNet head.
         """
+        if name_objects and not self.can_name_objects:
+            raise ValueError(
+                f"this model's encoder ({type(self.model.encoder).__name__}) has no ImageNet head to name objects "
+                "with: caption with name_objects=False"
+            )
+        naming = self.naming if name_objects is None else (self.naming or DEFAULT_NAMING) if name_objects else None
+        self.model.set_naming(naming)
         if not isinstance(image, (list, tuple)):
             return self._caption_batch([image], beam_size)[0]
         images = list(image)
@@ -147,15 +203,18 @@ class Captioner:
         with torch.inference_mode():
             inputs = torch.stack([transform(picture) for picture in photos]).to(model.device)  # (B, 3, H, W)
             encoded = model.encoder.trunk(inputs)  # (B, h*w, C): encoded once, for the search and a Transformer's heads
-            generated = model.generate(encoded, beam_size=beam_size)
+            generated = model.generate(encoded, beam_size=beam_size, images=inputs)
         results = []
-        for index, (picture, source, tokens, weights) in enumerate(
-            zip(photos, sources, generated.tokens, generated.weights)
+        tags = generated.tags or [None] * len(photos)
+        for index, (picture, source, tokens, weights, photo_tags) in enumerate(
+            zip(photos, sources, generated.tokens, generated.weights, tags)
         ):
             words, rows = model.caption_words(tokens, weights)  # rows (n_words, L)
             attention = rows.float().cpu().reshape(len(words), *grid)
             given = None if source else picture
             heads = every_head(model, picture, words, encoded=encoded[index : index + 1])  # None but for a Transformer
-            results.append(Caption(words=words, attention=attention, source=source, given=given, heads=heads))
+            results.append(
+                Caption(words=words, attention=attention, source=source, given=given, heads=heads, tags=photo_tags)
+            )
         return results
 

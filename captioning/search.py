@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from captioning.decoder import EXPECTATION, Read, ShowAttendTell
+from captioning.decoder import EXPECTATION, CaptionDecoder, Read
+from core.model.imagenet import Tag
 
 
 @dataclass
@@ -22,26 +23,31 @@ class Generated:
 
     tokens[b] holds the word ids of caption b without <start> and <end>; weights[b] (len(tokens[b]), L) the
     attention weights at each of those words; log_probs (B,) the caption's total log-probability (including
-    the <end> step when it was emitted).
+    the <end> step when it was emitted); tags[b] the words the encoder's ImageNet head found, when the caller
+    named objects.
     """
 
     tokens: list[list[int]]
     weights: list[Tensor]
     log_probs: Tensor
+    tags: list[list[Tag]] | None = None  # with object naming (`captioning.naming`), what the ImageNet head saw
 
 
-def next_word_log_probs(logits: Tensor, banned: Sequence[int]) -> Tensor:
+def next_word_log_probs(logits: Tensor, banned: Sequence[int], never: Tensor | None = None) -> Tensor:
     """log_softmax over the vocabulary (last dimension) after removing the `banned` word ids (e.g. <unk>,
-    <pad>, <start>: ids that make no caption), so the other words' probabilities sum to one."""
+    <pad>, <start>: ids that make no caption) and, for each row, those `never` (same shape as logits) marks, so the
+    other words' probabilities sum to one."""
     logits = logits.to(torch.float32, copy=True)  # one copy, ours to change in place
     if banned:
         logits.index_fill_(-1, torch.as_tensor(list(banned), device=logits.device), float("-inf"))
+    if never is not None:
+        logits.masked_fill_(never, float("-inf"))
     return torch.log_softmax(logits, dim=-1)
 
 
 @torch.no_grad()
 def greedy_search(
-    decoder: ShowAttendTell,
+    decoder: CaptionDecoder,
     features: Tensor,
     *,
     start_id: int,
@@ -117,9 +123,47 @@ def _length_normalised(scores: Tensor, lengths: Tensor, length_penalty: float) -
     return scores / lengths.clamp(min=1).to(scores.dtype).pow(length_penalty)
 
 
+@dataclass(frozen=True)
+class Constraints:
+    """Words a caption must hold, per image: constrained beam search's input (Anderson et al. 2017).
+
+    `words[b]` lists image b's constraints, each a tuple of word ids of which the caption must hold one ("zebra"
+    or "zebras"); at most `MAX` constraints per image, as the search keeps a beam for every subset of them met.
+    """
+
+    words: Sequence[Sequence[tuple[int, ...]]]
+
+    MAX = 3
+
+    def __post_init__(self) -> None:
+        for b, image in enumerate(self.words):
+            if len(image) > self.MAX:
+                raise ValueError(f"image {b} has {len(image)} constraints; the search keeps at most {self.MAX}")
+
+    @property
+    def count(self) -> int:
+        """C, the most constraints any image has: the search keeps 2^C groups of beams, one per subset met."""
+        return max((len(image) for image in self.words), default=0)
+
+    def met_by(self, vocab_size: int, device: torch.device) -> Tensor:
+        """(B, V) for each word the bit mask of the constraints it meets (bit c for constraint c)."""
+        met = torch.zeros(len(self.words), vocab_size, dtype=torch.long, device=device)
+        for b, image in enumerate(self.words):
+            for c, ids in enumerate(image):
+                met[b, list(ids)] |= 1 << c
+        return met
+
+    def start(self, device: torch.device) -> Tensor:
+        """(B,) the subset met before any word: an image with fewer than C constraints has the rest met already."""
+        count = self.count
+        return torch.tensor(
+            [sum(1 << c for c in range(len(image), count)) for image in self.words], dtype=torch.long, device=device
+        )
+
+
 @torch.no_grad()
 def beam_search(
-    decoder: ShowAttendTell,
+    decoder: CaptionDecoder,
     features: Tensor,
     *,
     start_id: int,
@@ -133,6 +177,9 @@ def beam_search(
     determiners: Sequence[int] = (),
     read: Read = EXPECTATION,
     banned: Sequence[int] = (),
+    never: Tensor | None = None,
+    constraints: Constraints | None = None,
+    constraint_value: float | None = None,
 ) -> Generated:
     """Beam search for features (B, L, D), every image at once.
 
@@ -141,25 +188,41 @@ def beam_search(
     of every image has ended or after max_length words; the winner is chosen by total log-probability
     divided by length^length_penalty (length counts the words and the <end>), among the beams that ended
     with <end> (a beam cut at max_length wins only when none did). Word ids in `banned` are never emitted,
-    nor, when `no_repeat_ngram_size` is n > 0, a word that would write one of the caption's n-grams twice, nor
-    <end> right after a word of `no_end_after` (e.g. "the": the caption must finish its phrase), nor <end> right
-    after a word of `modifiers` (e.g. "pink") that follows a word of `determiners` or `modifiers` ("a pink": the noun
-    is missing; "the dog is pink" may end).
+    nor those `never` (B, V) marks for an image, nor, when `no_repeat_ngram_size` is n > 0, a word that would write
+    one of the caption's n-grams twice, nor <end> right after a word of `no_end_after` (e.g. "the": the caption must
+    finish its phrase), nor <end> right after a word of `modifiers` (e.g. "pink") that follows a word of
+    `determiners` or `modifiers` ("a pink": the noun is missing; "the dog is pink" may end).
+
+    With `constraints` (C of them at most per image) the search is constrained beam search (Anderson et al. 2017):
+    it keeps K beams for each of the 2^C subsets of constraints met, a word moves a beam to the subset it then
+    meets, and each subset keeps the K best of the beams that arrive in it. The caption is the best ended beam of
+    the fullest subset that has one: all constraints met, if any beam met them. With `constraint_value` v, the
+    caption is instead the ended beam of highest (length-normalised) score + v x the constraints it meets: a
+    constraint is met only where meeting it costs the caption less than v (the model's log-probability, per
+    length^length_penalty), so a word the model can place nowhere naturally is left out rather than forced in.
     """
     batch, locations = features.shape[0], features.shape[1]
     k = beam_size
+    groups = 1 << (constraints.count if constraints is not None else 0)  # S subsets of constraints met
+    m = groups * k  # M beams per image: K per subset, subset s in slots s*K .. s*K + K - 1
     memory, state = decoder.start(features)
     # The first step is the same for every beam of an image (all start from <start>): it runs once per image and
-    # is then repeated. The K beams of an image read its one memory (see `Read`).
-    words = features.new_full((batch,), start_id, dtype=torch.long)  # (B,), then (B*K,)
-    # Only the first beam of each image is alive at the start, so the K beams don't all duplicate it.
-    scores = features.new_full((batch, k), float("-inf"))
-    scores[:, 0] = 0.0
-    tokens = features.new_zeros((batch, k, max_length), dtype=torch.long)  # (B, K, T)
-    weights = features.new_zeros((batch, k, max_length, locations))  # (B, K, T, L)
-    finished = torch.zeros(batch, k, dtype=torch.bool, device=features.device)
-    lengths = torch.zeros(batch, k, dtype=torch.long, device=features.device)  # words, <end> excluded
+    # is then repeated. The M beams of an image read its one memory (see `Read`).
+    words = features.new_full((batch,), start_id, dtype=torch.long)  # (B,), then (B*M,)
     rows = torch.arange(batch, device=features.device).unsqueeze(1)  # (B, 1)
+    if constraints is not None:
+        met_by = constraints.met_by(decoder.vocab_size, features.device)  # (B, V)
+        subset = constraints.start(features.device)  # (B,) the subset met at the start
+    else:
+        met_by, subset = None, torch.zeros(batch, dtype=torch.long, device=features.device)
+    group_of_slot = torch.arange(m, device=features.device) // k  # (M,) the subset a slot's beam has met
+    # Only the first beam of each image's starting subset is alive at the start, so the beams don't duplicate it.
+    scores = features.new_full((batch, m), float("-inf"))
+    scores[rows.squeeze(1), subset * k] = 0.0
+    tokens = features.new_zeros((batch, m, max_length), dtype=torch.long)  # (B, M, T)
+    weights = features.new_zeros((batch, m, max_length, locations))  # (B, M, T, L)
+    finished = torch.zeros(batch, m, dtype=torch.bool, device=features.device)
+    lengths = torch.zeros(batch, m, dtype=torch.long, device=features.device)  # words, <end> excluded
     no_end_after_ids = torch.as_tensor(list(no_end_after), dtype=torch.long, device=features.device)
     modifier_ids = torch.as_tensor(list(modifiers), dtype=torch.long, device=features.device)
     opener_ids = torch.as_tensor([*determiners, *modifiers], dtype=torch.long, device=features.device)
@@ -167,46 +230,63 @@ def beam_search(
     for t in range(max_length):
         out = decoder.step(words, state, memory, read)
         if t == 0:
-            out = out.repeat(k)
-        log_probs = next_word_log_probs(out.logits, banned).view(batch, k, -1)  # (B, K, V)
+            out = out.repeat(m)
+        never_rows = never.repeat_interleave(m, 0) if never is not None else None  # (B*M, V)
+        log_probs = next_word_log_probs(out.logits, banned, never_rows).view(batch, m, -1)  # (B, M, V)
         vocab = log_probs.shape[-1]
         if no_repeat_ngram_size:
             ban_repeated_ngrams(log_probs, tokens[:, :, :t], no_repeat_ngram_size)
         if t > 0 and len(no_end_after):
-            mid_phrase = torch.isin(tokens[:, :, t - 1], no_end_after_ids)  # (B, K)
+            mid_phrase = torch.isin(tokens[:, :, t - 1], no_end_after_ids)  # (B, M)
             log_probs[..., end_id].masked_fill_(mid_phrase, float("-inf"))
         if t > 1 and len(modifiers):
-            dangling = torch.isin(tokens[:, :, t - 1], modifier_ids) & torch.isin(tokens[:, :, t - 2], opener_ids)  # (B, K)
+            dangling = torch.isin(tokens[:, :, t - 1], modifier_ids) & torch.isin(tokens[:, :, t - 2], opener_ids)  # (B, M)
             log_probs[..., end_id].masked_fill_(dangling, float("-inf"))
         # A finished beam continues with exactly one zero-cost candidate (index end_id) and nothing else.
         if bool(finished.any()):
             log_probs.masked_fill_(finished.unsqueeze(-1), float("-inf"))
             log_probs[..., end_id].masked_fill_(finished, 0.0)
-        candidates = log_probs.add_(scores.unsqueeze(-1)).view(batch, k * vocab)  # (B, K*V)
-        top_scores, top_index = candidates.topk(k, dim=-1)  # (B, K)
-        parent, word = top_index // vocab, top_index % vocab  # (B, K)
+        candidates = log_probs.add_(scores.unsqueeze(-1))  # (B, M, V)
+        if met_by is None:  # one subset: the K best of all candidates
+            top_scores, top_index = candidates.view(batch, m * vocab).topk(k, dim=-1)  # (B, K)
+        else:  # each subset: the K best of the candidates that arrive in it
+            arrives = group_of_slot.view(1, m, 1) | met_by.unsqueeze(1)  # (B, M, V) the subset a candidate meets
+            picked = [
+                candidates.masked_fill(arrives != s, float("-inf")).view(batch, m * vocab).topk(k, dim=-1)
+                for s in range(groups)
+            ]
+            top_scores = torch.cat([scores_s for scores_s, _ in picked], dim=1)  # (B, M)
+            top_index = torch.cat([index_s for _, index_s in picked], dim=1)  # (B, M)
+        parent, word = top_index // vocab, top_index % vocab  # (B, M)
 
         was_finished = finished.gather(1, parent)
         tokens, weights, lengths = tokens[rows, parent], weights[rows, parent], lengths[rows, parent]
         ended_now = ~was_finished & (word == end_id)
         writes = ~was_finished & ~ended_now  # a real word was emitted
         tokens[:, :, t] = torch.where(writes, word, 0)
-        weights[:, :, t] = torch.where(
-            writes.unsqueeze(-1), out.weights.view(batch, k, locations)[rows, parent], 0.0
-        )
+        weights[:, :, t] = torch.where(writes.unsqueeze(-1), out.weights.view(batch, m, locations)[rows, parent], 0.0)
         lengths = lengths + writes.long()
         finished = was_finished | ended_now
         scores = top_scores
 
-        flat_parent = (parent + rows * k).view(-1)  # (B*K,) index into the flattened beams
+        flat_parent = (parent + rows * m).view(-1)  # (B*M,) index into the flattened beams
         state = out.state.select(flat_parent)
         words = word.view(-1)
-        if bool(finished.all()):
+        if bool((finished | scores.isneginf()).all()):  # every beam ended or empty (a subset no beam reached)
             break
 
-    # A caption ends on <end>: a hypothesis cut at max_length mid-phrase competes only when no beam ended.
+    # A caption ends on <end>: a hypothesis cut at max_length mid-phrase competes only when no beam ended. With
+    # constraints, the fullest subset that holds a live beam wins first.
+    ended = finished & ~scores.isneginf()  # (B, M) beams that ended with <end> (not empty slots)
     ranked = _length_normalised(scores, lengths + finished.long(), length_penalty)
-    ranked = ranked.masked_fill(~finished & finished.any(dim=1, keepdim=True), float("-inf"))
+    ranked = ranked.masked_fill(~ended & ended.any(dim=1, keepdim=True), float("-inf"))
+    if met_by is not None:
+        fullness = torch.tensor([bin(s).count("1") for s in range(groups)], device=features.device)[group_of_slot]
+        if constraint_value is not None:  # each constraint met is worth constraint_value
+            ranked = ranked + constraint_value * fullness.to(ranked.dtype)
+        else:  # the fullest subset with a beam wins
+            fullness = torch.where(ranked.isneginf(), -1, fullness.expand(batch, m))  # (B, M) constraints met
+            ranked = ranked.masked_fill(fullness < fullness.max(dim=1, keepdim=True).values, float("-inf"))
     best = ranked.argmax(dim=1)  # (B,)
     out_tokens, out_weights = [], []
     for b in range(batch):
@@ -214,4 +294,3 @@ def beam_search(
         out_tokens.append(tokens[b, best[b], :n].tolist())
         out_weights.append(weights[b, best[b], :n])
     return Generated(out_tokens, out_weights, scores[torch.arange(batch), best])
-

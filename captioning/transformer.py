@@ -246,6 +246,9 @@ class TransformerDecoder(CaptionDecoder):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
+    def word_rows(self) -> list[nn.Parameter]:
+        return [self.embedding.weight]  # the output layer is the same (tied) embedding
+
     def _map(self, weights: list[Tensor]) -> Tensor:
         """The map shown for each word from every layer's weights (N, h, T, L): -> (N, T, L)."""
         chosen = weights[self.map_layer]

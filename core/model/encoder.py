@@ -390,6 +390,17 @@ class EfficientNetLite(Encoder):
         net = self.net
         return net._swish(net._bn1(net._conv_head(x)))
 
+    def classify(self, features: Tensor) -> Tensor:
+        """ImageNet logits (B, 1000) from this encoder's annotation vectors (B, L, D): the package's own classifier
+        head (global average pooling, then `_fc`) on the grid the captioner reads, so naming the photo's objects
+        costs one matrix product. Only the stride-32 grid is the head's input."""
+        if self.output_stride != 32 or self.trainable_blocks:
+            raise ValueError(
+                "the ImageNet head reads the frozen stride-32 grid; this encoder has output_stride "
+                f"{self.output_stride} and {self.trainable_blocks} fine-tuned blocks"
+            )
+        return self.net._fc(features.float().mean(dim=1))  # (B, 1000)
+
     def cache_key(self) -> str:
         if self._weights_digest is None:
             self._weights_digest = _file_digest(self.weights_path)

@@ -133,7 +133,7 @@ def test_uploads_beyond_the_disk_bound_are_deleted_and_the_app_goes_on(served, t
     scene = tmp_path / "scene.png"
     Image.new("RGB", (64, 64), "purple").save(scene)
     client = Client(served.url, verbose=False, download_files=GRADIO_DOWNLOADS)
-    text, gallery, _ = client.predict(handle_file(str(scene)), "ShapesWorld soft", 3, api_name="/caption")
+    text, gallery, _, _ = client.predict(handle_file(str(scene)), "ShapesWorld soft", 3, api_name="/caption")
     assert text.split() and len(gallery) == len(text.split())
 
 

@@ -39,8 +39,9 @@ from PIL import Image
 
 import demo
 from captioning.bundled import CAPTION_CHECKPOINTS, SHAPES_SOFT
-from captioning.export import PREVIEW_QUALITY, generate_caption, word_file_name
+from captioning.export import PREVIEW_QUALITY, word_file_name
 from captioning.module import CaptioningModule
+from captioning.pretrained import Captioner
 from core.training.checkpoints import read_checkpoint
 from core.maps.overlays import FixedScale, heat_maps, overlay, word_grid
 from data.images import ImageLoadError, load_image
@@ -144,11 +145,14 @@ def client(served) -> Client:
 
 @pytest.fixture(scope="module")
 def vocabulary() -> dict[str, set[str]]:
-    """Each bundled captioning model's words by the model's name in the app."""
-    return {
-        name: set(read_checkpoint(path)["hyper_parameters"]["vocabulary"]) - SPECIALS
-        for name, path in CAPTION_CHECKPOINTS.items()
-    }
+    """Each bundled captioning model's words by the model's name in the app: those of its vocabulary, and for a
+    model that names objects (`captioning.naming`) the new words it may add."""
+    words = {}
+    for name, path in CAPTION_CHECKPOINTS.items():
+        captioner = Captioner.from_checkpoint(path)
+        captioner.model.set_naming(captioner.naming)
+        words[name] = set(captioner.model.vocabulary_in_use.tokens) - SPECIALS
+    return words
 
 
 DEFAULT_MODEL = next(iter(CAPTION_CHECKPOINTS))  # the one the app chooses at first
@@ -158,8 +162,11 @@ SHAPES_CAPTIONS = next(name for name, path in CAPTION_CHECKPOINTS.items() if pat
 def caption(
     client: Client, path: Path | None, model: str = DEFAULT_MODEL, beam_size: int = 1
 ) -> tuple[str, list[dict], str]:
+    """The caption, the gallery and the export zip of a /caption call (its fourth output, the tags line, is
+    checked on its own); the map and "Name objects" left as the page starts."""
     upload = handle_file(str(path)) if path is not None else None
-    return client.predict(upload, model, beam_size, api_name="/caption")
+    text, gallery, archive, _ = client.predict(upload, model, beam_size, api_name="/caption")
+    return text, gallery, archive
 
 
 def ask(client: Client, path: Path | None, question: str, model: str = SHAPES_VQA) -> tuple[dict, list[dict]]:
@@ -260,13 +267,13 @@ def test_caption_of_a_real_photo_gives_words_their_overlays_and_the_export(clien
 def test_the_caption_and_its_overlays_come_before_the_export(pictures, tmp_path):
     handlers = demo.Handlers(*demo.load_models({DEFAULT_MODEL: CAPTION_CHECKPOINTS[DEFAULT_MODEL]}, {}), tmp_path)
     answers = handlers.caption({"path": str(pictures["coffee"]), "orig_name": "coffee.jpg"}, DEFAULT_MODEL, 2)
-    text, gallery, archive = next(answers)
-    assert text.split() and archive is None and [title.split(":")[0] for _, title in gallery] == text.split()
+    text, gallery, archive, tags = next(answers)
+    assert text.split() and archive is None and tags.startswith("The encoder's ImageNet head sees: coffee") and [title.split(":")[0] for _, title in gallery] == text.split()
     for path, _ in gallery:  # JPEG copies of the overlays, at the photo's size, outside the export folder
         with Image.open(path) as preview:
             assert preview.format == "JPEG" and preview.size == (600, 400)
     final = next(answers)
-    assert final[:2] == (text, gallery) and next(answers, None) is None
+    assert final[:2] == (text, gallery) and final[3] == tags and next(answers, None) is None
     with zipfile.ZipFile(final[2]) as exported:
         names = exported.namelist()
     assert sum(n.endswith(".png") and "/word_" in n for n in names) == len(gallery)
@@ -290,7 +297,7 @@ def test_the_app_serves_a_transformer_captioner_with_every_heads_maps_in_its_exp
     torch.save({"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams)}, path)
     handlers = demo.Handlers(*demo.load_models({"transformer": path}, {}), tmp_path)
     upload = {"path": str(pictures["coffee"]), "orig_name": "coffee.jpg"}
-    *_, (text, gallery, archive) = handlers.caption(upload, "transformer", 2)
+    *_, (text, gallery, archive, _) = handlers.caption(upload, "transformer", 2, name_objects=False)
     answer = demo.CaptionAnswer(text, tuple(p for p, _ in gallery), tuple(t for _, t in gallery), archive)
     assert answer.problem(set(words)) is None and len(text.split()) == 3
     with zipfile.ZipFile(archive) as exported:
@@ -304,7 +311,7 @@ def test_the_app_serves_a_transformer_captioner_with_every_heads_maps_in_its_exp
     labels = [label for label, _ in demo.map_choices(model)]
     assert labels == ["layer 2, heads averaged (the model's own)", "layer 1, heads averaged", "layer 1, head 1",
                       "layer 1, head 2", "layer 2, heads averaged", "layer 2, head 1", "layer 2, head 2"]  # fmt: skip
-    *_, (same, _, second) = handlers.caption(upload, "transformer", 2, 2)  # layer 1, head 2
+    *_, (same, _, second, _) = handlers.caption(upload, "transformer", 2, 2, False)  # layer 1, head 2
     assert same == text
     with zipfile.ZipFile(second) as exported:
         record = json.loads(exported.read(next(n for n in exported.namelist() if n.endswith("caption.json"))))
@@ -332,7 +339,7 @@ def mean_difference(a: Image.Image, b: Image.Image) -> float:
     ("model", "photo"), [pytest.param(DEFAULT_MODEL, "coffee", marks=pytest.mark.slow), (SHAPES_CAPTIONS, "scene")]
 )
 def test_the_apps_caption_gallery_and_export_are_generate_captions_for_the_same_photo(client, pictures, model, photo):
-    """What the app answers is what `captioning.export.generate_caption` gives for the same photo, model and
+    """What the app answers is what `Captioner.caption` gives for the same photo, model and
     beam width: the same words, each gallery picture that word's own overlay (a JPEG of it: within JPEG's
     tolerance), and in the export zip each word's PNG exactly that overlay and caption.json the same weights."""
     beam_size = 2
@@ -340,8 +347,9 @@ def test_the_apps_caption_gallery_and_export_are_generate_captions_for_the_same_
 
     image = load_image(pictures[photo])
     image.thumbnail((demo.WORK_SIZE, demo.WORK_SIZE))  # as the app works on it
-    captioner = CaptioningModule.load(CAPTION_CHECKPOINTS[model], map_location="cpu")
-    words, weights = generate_caption(captioner, image, beam_size)
+    captioner = Captioner.from_checkpoint(CAPTION_CHECKPOINTS[model])  # naming objects where the app does
+    result = captioner.caption(image, beam_size=beam_size)
+    words, weights, captioner = result.words, result.attention.flatten(1), captioner.model
     expected = [overlay(image, heat) for heat in heat_maps(weights, captioner.encoder.grid_shape, image.size)]
     assert len(words) >= 3 and mean_difference(expected[0], expected[-1]) > 1.0  # words looked at different places
 
@@ -372,27 +380,27 @@ def test_every_model_and_every_beam_width_answer(client, pictures, vocabulary, m
     for beam_size in (1, demo.MAX_BEAM_SIZE):
         text, gallery, archive = caption(client, pictures["gray.jpg"], model, beam_size)
         assert text.split() and set(text.split()) <= vocabulary[model] and len(gallery) == len(text.split())
-        assert demo.CaptionAnswer.from_api((text, gallery, archive)).problem(vocabulary[model]) is None
+        assert demo.CaptionAnswer.from_api((text, gallery, archive, "")).problem(vocabulary[model]) is None
 
 
 def test_a_caption_answer_is_held_to_what_the_app_promises():
     """`demo.CaptionAnswer`, the one description of a Caption answer that the benchmarks check answers against."""
     picture = {"path": "/tmp/a.jpg", "url": "http://127.0.0.1/file=a.jpg"}  # an undownloaded file, as gradio_client gives it
     gallery = [{"image": picture, "caption": "a: 8% on top 5%"}, {"image": "/tmp/b.jpg", "caption": "dog: 62% on top 5%"}]
-    answer = demo.CaptionAnswer.from_api(("a dog", gallery, {"url": "http://127.0.0.1/file=a.zip"}))
+    answer = demo.CaptionAnswer.from_api(("a dog", gallery, {"url": "http://127.0.0.1/file=a.zip"}, "tags"))
     assert answer.pictures == ("http://127.0.0.1/file=a.jpg", "/tmp/b.jpg")
     assert answer.problem({"a", "dog"}) is None and answer.problem() is None
     assert answer.problem(with_zip=False) == "an export zip in the first answer"
     assert "not in the model's words" in answer.problem({"a", "cat"})
-    assert demo.CaptionAnswer.from_api(("a dog", gallery, None)).problem() == "no export zip"
-    assert demo.CaptionAnswer.from_api(("a dog", gallery, None)).problem(with_zip=False) is None
+    assert demo.CaptionAnswer.from_api(("a dog", gallery, None, "")).problem() == "no export zip"
+    assert demo.CaptionAnswer.from_api(("a dog", gallery, None, "")).problem(with_zip=False) is None
     for broken in (
         gallery[:1],  # an overlay missing
         [gallery[0], {"image": "/tmp/b.jpg", "caption": "cat: 62% on top 5%"}],  # titled with another word
         [gallery[0], {"image": "/tmp/b.jpg", "caption": "dog"}],  # without its concentration
         [gallery[0], {"image": None, "caption": "dog: 62% on top 5%"}],  # without its picture
     ):
-        assert "overlays titled" in demo.CaptionAnswer.from_api(("a dog", broken, "a.zip")).problem()
+        assert "overlays titled" in demo.CaptionAnswer.from_api(("a dog", broken, "a.zip", "")).problem()
     with pytest.raises(ValueError, match="not a .caption, gallery, zip. answer"):
         demo.CaptionAnswer.from_api(("a dog", gallery))
     # the titles the app writes are the ones it describes
@@ -556,18 +564,17 @@ def test_the_docs_quote_what_the_bundled_model_says_of_the_example_photos(tmp_pa
     quotes are what the app's default model says of those example photos, as the Caption tab runs it (beam 3)."""
     repo = Path(demo.__file__).resolve().parent
     readme, app_page, card = ((repo / name).read_text() for name in ("README.md", "docs/app.md", "docs/model-card.md"))
-    screenshot = re.compile(r'coffee photo with the bundled Flickr8k hard-attention model: "([^"]+)"')
-    quoted = {"coffee": {*screenshot.findall(readme), *screenshot.findall(app_page)}}
+    screenshot = re.compile(r'camera photo with the bundled Flickr8k soft-attention model: "([^"]+)"')
+    quoted = {"camera": {*screenshot.findall(readme), *screenshot.findall(app_page)}}
     for name, what in (("coffee", "an espresso\s+cup"), ("chelsea", "a cat"), ("astronaut", "an astronaut")):
         quoted.setdefault(name, set()).update(re.findall(rf'"([^"]+)" \({what}\)', card))
     assert all(len(quotes) == 1 for quotes in quoted.values()), quoted  # each photo quoted, and alike everywhere
-    model = CaptioningModule.load(CAPTION_CHECKPOINTS[DEFAULT_MODEL], map_location="cpu")
+    captioner = Captioner.from_checkpoint(CAPTION_CHECKPOINTS[DEFAULT_MODEL])  # naming objects, as the app does
     examples = demo.write_examples(tmp_path)
     for name, (quote,) in quoted.items():
         image = load_image(examples[name])
         image.thumbnail((demo.WORK_SIZE, demo.WORK_SIZE))
-        words, _ = generate_caption(model, image, demo.DEFAULT_BEAM_SIZE)
-        assert " ".join(words) == quote, name
+        assert captioner.caption(image, beam_size=demo.DEFAULT_BEAM_SIZE).text == quote, name
 
 
 def test_the_disk_bound_deletes_the_oldest_files_until_the_cache_fits(tmp_path):
@@ -594,7 +601,7 @@ def test_a_picture_too_small_to_say_anything_about_gets_a_note(tmp_path):
         upload = {"path": str(path), "orig_name": path.name}
         with warnings.catch_warnings(record=True) as caught:  # gr.Warning outside a request: a UserWarning
             warnings.simplefilter("always")
-            *_, (text, gallery, archive) = handlers.caption(upload, DEFAULT_MODEL, 1)
+            *_, (text, gallery, archive, _) = handlers.caption(upload, DEFAULT_MODEL, 1)
             handlers.ask(upload, SHAPES_VQA, "what colour is the circle?")
         notes = [str(w.message) for w in caught if "pixels: the model sees it enlarged" in str(w.message)]
         assert text.split() and archive  # answered all the same
