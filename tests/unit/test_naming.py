@@ -382,3 +382,24 @@ def test_naming_needs_an_imagenet_head():
 
     with pytest.raises(ValueError, match="no ImageNet head"):
         shapes.caption(Image.new("RGB", (64, 64)), name_objects=True)
+
+
+def test_a_word_that_meets_no_candidate_borrows_the_most_frequent_object_word():
+    """A new word whose hypernyms meet the candidates' only near WordNet's root ("zebra" and "beach" at "object",
+    "ball" at "whole"; "running" is no physical thing) falls back to the most frequent candidate that is a physical
+    object: "beach", before "ball"."""
+    synsets = {synset.lemma_names()[0]: synset for synset in imagenet_synsets()}
+    vocabulary = Vocabulary([*Vocabulary.SPECIALS, "running", "beach", "ball"])
+    assert anchor_words({"zebra": synsets["zebra"]}, vocabulary, candidates=3) == {"zebra": "beach"}
+
+
+def test_a_malformed_object_word_list_is_named(tmp_path):
+    from captioning import Captioner
+    from captioning.naming import Namer
+    from data.errors import DatasetFormatError
+
+    words = tmp_path / "words.json"
+    words.write_text('{"classes": {"dog": "dog"}}')
+    model = Captioner.from_pretrained("flickr8k-soft").model
+    with pytest.raises(DatasetFormatError, match="words.json"):
+        Namer(naming=ObjectNaming(words=words), decoder=model.decoder, vocabulary=model.vocabulary, encoder=model.encoder)
