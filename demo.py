@@ -427,7 +427,8 @@ def tags_line(tags: Sequence[Tag] | None, *, can_name: bool) -> str:
     if tags is None:
         return "Objects not named: tick 'Name objects' to let the encoder's ImageNet head add what it sees."
     named = ", ".join(f"{tag} ({tag.classes[0]})" for tag in tags[:3])
-    return f"The encoder's ImageNet head sees: {named}. A word it is at least {DEFAULT_NAMING.threshold:.0%} sure of is put in the caption."
+    sure = f"{DEFAULT_NAMING.threshold:.0%}"
+    return f"The encoder's ImageNet head sees: {named}. A word it is at least {sure} sure of is put in the caption."
 
 
 def caption_gallery(drawn: CaptionOverlays, words: Sequence[str], folder: Path) -> tuple[str, Gallery]:
@@ -484,7 +485,8 @@ class Handlers:
         warn_if_tiny(image, name, model.encoder.input_shape)
         folder = fresh_folder(self.exports) / safe_stem(name)
         captioner = Captioner(model=model)
-        result = captioner.caption(image, beam_size=width, name_objects=bool(name_objects) and captioner.can_name_objects)
+        named = bool(name_objects) and captioner.can_name_objects
+        result = captioner.caption(image, beam_size=width, name_objects=named)
         words, weights, heads = result.words, result.attention.flatten(1), result.heads  # heads: a Transformer's
         if choice is not None:  # the caption stays; its maps are that layer's and head's
             weights = choice.of(heads)

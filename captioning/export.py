@@ -135,7 +135,9 @@ def caption_details(heads: Tensor | None, tags: Sequence[Tag] | None = None) -> 
     "tags" ([{"word", "probability", "classes"}], most probable first)."""
     details = {} if heads is None else {"heads": heads.tolist()}
     if tags is not None:
-        details["tags"] = [{"word": t.word, "probability": round(t.probability, 4), "classes": list(t.classes)} for t in tags]
+        details["tags"] = [
+            {"word": tag.word, "probability": round(tag.probability, 4), "classes": list(tag.classes)} for tag in tags
+        ]
     return details
 
 

@@ -233,7 +233,9 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
             return None
         self._require_vocabulary()
         if self._namer is None or self._namer.naming is not self.naming:  # made again only for other options
-            self._namer = Namer(naming=self.naming, decoder=self.decoder, vocabulary=self.vocabulary, encoder=self.encoder)
+            self._namer = Namer(
+                naming=self.naming, decoder=self.decoder, vocabulary=self.vocabulary, encoder=self.encoder
+            )
         return self._namer
 
     @property

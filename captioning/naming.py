@@ -120,7 +120,9 @@ def anchor_words(new: dict[str, object], vocabulary: Vocabulary, *, candidates: 
     for word, synset in new.items():
         level, seen, found = [synset], {synset}, None
         while level and found is None:
-            shared = [meeting[a] for a in level if a in meeting and a.min_depth() > 3 and _name(a) not in TOO_GENERAL]
+            shared = [
+                meeting[a] for a in level if a in meeting and a.min_depth() > 3 and _first_lemma(a) not in TOO_GENERAL
+            ]
             if shared:
                 found = min(shared, key=vocabulary.index)
             level = [parent for node in level for parent in node.hypernyms() if parent not in seen]
@@ -129,7 +131,7 @@ def anchor_words(new: dict[str, object], vocabulary: Vocabulary, *, candidates: 
     return anchors
 
 
-def _name(synset) -> str:
+def _first_lemma(synset) -> str:
     return synset.lemma_names()[0].lower()
 
 
@@ -182,7 +184,8 @@ class Namer:
         anchor_ids = torch.tensor([vocabulary.index(self.anchors[word]) for word in new], dtype=torch.long)
         self.decoder = decoder.with_words(anchor_ids.to(next(decoder.parameters()).device))
         self.new_ids = torch.arange(len(vocabulary), len(self.vocabulary))  # (N,)
-        # each word of the head as the ids a caption may say it by: the word, and its plural where the vocabulary has one
+        # each word of the head as the ids a caption may say it by: the word, and its plural where the vocabulary
+        # has one
         self.word_ids = [self._forms(word) for word in self.class_words.vocabulary]
         self.objects = {word for word in self.class_words.vocabulary if self._names_an_object(word, preferred)}
 

@@ -73,7 +73,8 @@ class Caption:
         """Write the files `python -m captioning.export` writes for one photo (an overlay per word, grid.png,
         attention.gif, caption.json) into folder, created when missing, drawn on `scale` (as `overlays`).
         Returns the caption.json record."""
-        return self._drawn(scale).write(Path(folder), source=self.source, details=caption_details(self.heads, self.tags))
+        details = caption_details(self.heads, self.tags)
+        return self._drawn(scale).write(Path(folder), source=self.source, details=details)
 
     def photo(self) -> Image.Image:
         """The photo as RGB at its own size: the PIL image given, or the file read again."""

@@ -240,7 +240,8 @@ def beam_search(
             mid_phrase = torch.isin(tokens[:, :, t - 1], no_end_after_ids)  # (B, M)
             log_probs[..., end_id].masked_fill_(mid_phrase, float("-inf"))
         if t > 1 and len(modifiers):
-            dangling = torch.isin(tokens[:, :, t - 1], modifier_ids) & torch.isin(tokens[:, :, t - 2], opener_ids)  # (B, M)
+            # (B, M): an adjective right after an article or another adjective
+            dangling = torch.isin(tokens[:, :, t - 1], modifier_ids) & torch.isin(tokens[:, :, t - 2], opener_ids)
             log_probs[..., end_id].masked_fill_(dangling, float("-inf"))
         # A finished beam continues with exactly one zero-cost candidate (index end_id) and nothing else.
         if bool(finished.any()):

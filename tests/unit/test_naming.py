@@ -262,11 +262,14 @@ def test_mention_counts_by_hand():
     from captioning.mentions import count_mentions, novel_classes
     from captioning.object_words import ObjectWords
 
-    words = ObjectWords(classes={"dog": ["dog", "dogs"], "zebra": ["zebra"], "bicycle": ["bike"], "motorcycle": ["bike"],
-                                 "cup": ["cup"]})  # fmt: skip
+    words = ObjectWords(
+        classes={"dog": ["dog", "dogs"], "zebra": ["zebra"], "bicycle": ["bike"], "motorcycle": ["bike"], "cup": ["cup"]}
+    )
     photos = [
         # 100 x 100: the zebra covers 25%, the cup 1% (below the 2% that makes a class present), the bicycle 4%
-        _photo("a.jpg", (100, 100), ("zebra", (0, 0, 50, 50)), ("cup", (90, 90, 100, 100)), ("bicycle", (0, 80, 20, 100))),
+        _photo(
+            "a.jpg", (100, 100), ("zebra", (0, 0, 50, 50)), ("cup", (90, 90, 100, 100)), ("bicycle", (0, 80, 20, 100))
+        ),
         _photo("b.jpg", (100, 100), ("dog", (0, 0, 100, 100))),
         _photo("c.jpg", (100, 100), ("dog", (0, 0, 50, 50))),
     ]
@@ -291,7 +294,8 @@ def test_mention_counts_by_hand():
     lone = count_mentions([_photo("d.jpg", (10, 10), ("dog", (0, 0, 10, 10)))], {"d.jpg": ["bike"]}, words)
     assert {n: c.false for n, c in lone.classes.items() if c.false} == {"bicycle": 1, "motorcycle": 1}
     # novel classes from training counts, or from a vocabulary without counts
-    assert novel_classes(words, counts={"dog": 50, "zebra": 3, "bicycle": 19}) == {"zebra", "bicycle", "motorcycle", "cup"}
+    novel = novel_classes(words, counts={"dog": 50, "zebra": 3, "bicycle": 19})
+    assert novel == {"zebra", "bicycle", "motorcycle", "cup"}
     assert novel_classes(words, vocabulary={"dog", "bike", "cup"}) == {"zebra"}
 
 
@@ -402,4 +406,6 @@ def test_a_malformed_object_word_list_is_named(tmp_path):
     words.write_text('{"classes": {"dog": "dog"}}')
     model = Captioner.from_pretrained("flickr8k-soft").model
     with pytest.raises(DatasetFormatError, match="words.json"):
-        Namer(naming=ObjectNaming(words=words), decoder=model.decoder, vocabulary=model.vocabulary, encoder=model.encoder)
+        Namer(
+            naming=ObjectNaming(words=words), decoder=model.decoder, vocabulary=model.vocabulary, encoder=model.encoder
+        )
