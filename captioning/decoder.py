@@ -79,7 +79,7 @@ class _OneLocation(Read):
     """Reads a_s for one location s per row; subclasses choose s."""
 
     def choose(self, weights: Tensor) -> Tensor:
-        """Locations (B,) for weights (B, L)."""
+        """Locations (N,) for weights (N, L)."""
         raise NotImplementedError
 
     def __call__(self, weights: Tensor, features: Tensor) -> Reading:

@@ -192,8 +192,9 @@ class Attention(nn.Module):
         return self.score.project_keys(keys)
 
     def weights(self, query: Tensor, projected_keys: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Attention weights (B, L) that sum to 1; places where mask (B, L) is False get exactly 0."""
-        scores = self.score(query, projected_keys)  # (B, L)
+        """Attention weights (N, L) that sum to 1 for queries (N, Q) over keys (B, L, P), N = B or B * K (K queries
+        of each image in a row, as a beam search's beams); places where mask (N, L) is False get exactly 0."""
+        scores = self.score(query, projected_keys)  # (N, L)
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         return torch.softmax(scores, dim=-1)
