@@ -9,10 +9,12 @@ import test_crash_safety, and through it this module, outside pytest). Fixtures 
 from __future__ import annotations
 
 import atexit
+import builtins
 import contextlib
 import csv
 import importlib
 import io
+import itertools
 import json
 import os
 import runpy
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from PIL import Image
@@ -160,6 +163,36 @@ def figures_of(value: object, where: str = "") -> dict[str, float]:
     if isinstance(value, list):
         return {k: v for i, item in enumerate(value) for k, v in figures_of(item, f"{where}[{i}]").items()}
     return {where: value} if isinstance(value, int | float) and not isinstance(value, bool) else {}
+
+
+def rounding_error(digits: int | None) -> float:
+    """The most a figure printed as `round(x, digits)` can be from x (0 for an exact figure, `digits` None)."""
+    return 0.0 if digits is None else 0.5 * 10.0**-digits
+
+
+def printed_approx(expected: float, digits: int, *, rel: float = 0.0, abs: float = 0.0) -> object:  # noqa: A002
+    """`pytest.approx(expected)` for a figure printed rounded to `digits` decimals: the tolerance the figure has of its
+    own (`rel` of `expected`, or `abs`, whichever is larger, as pytest.approx takes them) plus the rounding's."""
+    import pytest
+
+    return pytest.approx(expected, rel=0, abs=max(rel * builtins.abs(expected), abs) + rounding_error(digits))
+
+
+def assert_printed_result(
+    printed: float, digits: int, compute: Callable[..., float], *inputs: tuple[float, int | None]
+) -> None:
+    """Assert that `printed`, a figure a benchmark computed from unrounded measurements and printed rounded to `digits`
+    decimals, is `compute` of values the printed `inputs` can stand for: each input is (its printed value, the
+    decimals it was rounded to, None when exact). `compute` must be monotonic in each input (a ratio of positive
+    figures, a difference), so that its range over the box of unrounded values is spanned by the box's corners.
+
+    A check against the printed inputs alone (`pytest.approx` with a fixed tolerance) fails on a slower machine,
+    where the same rounding of smaller figures is a larger share of them (0.084 printed against 2.0 / 24.4 = 0.0820).
+    """
+    sides = [(value - rounding_error(places), value + rounding_error(places)) for value, places in inputs]
+    ends = [compute(*corner) for corner in itertools.product(*sides)]
+    low, high = min(ends) - rounding_error(digits), max(ends) + rounding_error(digits)
+    assert low <= printed <= high, f"{printed} is not within [{low}, {high}], the range the printed inputs {inputs} allow"
 
 
 def run_in_process(task: str, *args: str, cwd: Path) -> None:
