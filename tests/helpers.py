@@ -192,7 +192,7 @@ def assert_printed_result(
     sides = [(value - rounding_error(places), value + rounding_error(places)) for value, places in inputs]
     ends = [compute(*corner) for corner in itertools.product(*sides)]
     low, high = min(ends) - rounding_error(digits), max(ends) + rounding_error(digits)
-    assert low <= printed <= high, f"{printed} is not within [{low}, {high}], the range the printed inputs {inputs} allow"
+    assert low <= printed <= high, f"{printed} is not within [{low}, {high}], what the printed inputs {inputs} allow"
 
 
 def run_in_process(task: str, *args: str, cwd: Path) -> None:

@@ -12,6 +12,7 @@ import tempfile
 
 import pytest
 
+import demo  # noqa: F401  (imported here, its work folder is made before a test moves the temp folder; gone at exit)
 from tests.helpers import assert_printed_result, figures_of, run_benchmark
 
 pytestmark = pytest.mark.slow
