@@ -324,10 +324,13 @@ class GroundingReport:
             + (": " + ", ".join(f"{w} x{n}" for w, n in Counter(h.word for h in self.hallucinations).most_common(8)) if self.hallucinations else ""),
         ]
         for title, key in (("class", by_class), ("word position", by_position), ("box share of the photo", by_box_share)):
-            lines += ["", f"{'by ' + title:<22}{'pairs':>6}{'mass':>7}{'uniform':>9}{'pointing':>10}{'centre':>8}"]
-            for name, g in list(self.groups(key).items())[:12]:
+            groups = list(self.groups(key).items())[:12]
+            width = max(22, *(len(label) + 1 for label in [f"by {title}", *(name for name, _ in groups)]))  # aligned
+            lines += ["", f"{'by ' + title:<{width}}{'pairs':>6}{'mass':>7}{'uniform':>9}{'pointing':>10}{'centre':>8}"]
+            for name, g in groups:
                 lines.append(
-                    f"{name:<22}{g['pairs']:>6}{g['mass']:>7.2f}{g['uniform']:>9.2f}{g['pointing']:>10.2f}{g['centre']:>8.2f}"
+                    f"{name:<{width}}{g['pairs']:>6}{g['mass']:>7.2f}{g['uniform']:>9.2f}"
+                    f"{g['pointing']:>10.2f}{g['centre']:>8.2f}"
                 )
         if self.skipped:
             lines += ["", f"skipped {len(self.skipped)} photos: " + "; ".join(self.skipped[:5])]

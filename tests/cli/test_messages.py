@@ -103,6 +103,8 @@ def test_the_help_says_what_the_command_is_its_subcommands_whole_and_every_confi
     for text in (quick, full):
         assert text.startswith(f"usage: python -m {task} ") and "__main__.py" not in text
         assert "attention" in text.split("\n\n")[1]  # the description, right under the usage
+        if task == "captioning":  # both decoders the configs train
+            assert "Show-Attend-Tell" in text.split("\n\n")[1] and "Transformer" in text.split("\n\n")[1]
         flat = " ".join(text.split())
         assert all(" ".join(words.split()) in flat for words in SUBCOMMANDS.values())  # each said whole
         assert all(f"configs/{task}/{config.name}: " in text for config in configs)
