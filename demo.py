@@ -20,6 +20,10 @@ The default models are the bundled ones (`captioning.bundled`, `vqa.bundled`): c
 photos and on ShapesWorld scenes, VQA on DAQUAR's indoor photos and on ShapesWorld; any checkpoint of the
 project can be given instead.
 
+A request to the Ask or Compare tab first empties the tab's answers, and a question of a kind the chosen model was
+never trained on ("is there a dog?" to the DAQUAR model) is refused with the kinds it answers
+(`vqa.questions.QuestionScope`, declared in `vqa.bundled.QUESTION_SCOPES`).
+
 Offline by construction: analytics (and with them Gradio's version check) are off before Gradio is imported,
 the theme's fonts are served by the app itself, nothing is shared, and the server binds to 127.0.0.1
 unless told otherwise. Uploads are opened by `data.images.load_image`, never by Gradio, so every unreadable
@@ -756,12 +760,26 @@ def _ask_tab(handlers: Handlers, examples: Mapping[str, Path], questions: Sequen
         gr.Examples(rows, inputs=[image, model, question])
     else:  # none of the bundled models is loaded: the pictures alone, for questions in the loaded models' words
         gr.Examples([[str(path)] for path in examples.values()], inputs=[image])
-    # the previous answer and overlays go first (at once, unqueued), so a refused question never stands beside them
-    cleared = gr.on(
-        [button.click, question.submit], lambda: (None, None, None), None, [answers, hops, archive], queue=False,
-        show_progress="hidden", api_name=False,
+    answer_from_empty(
+        [button.click, question.submit], handlers.ask, [image, model, question], [answers, hops, archive],
+        [None, None, None], api_name="ask",
     )  # fmt: skip
-    cleared.then(handlers.ask, [image, model, question], [answers, hops, archive], api_name="ask", preprocess=False)
+
+
+def answer_from_empty(
+    triggers: Sequence[Any],
+    handler: Any,
+    inputs: Sequence[gr.components.Component],
+    outputs: Sequence[gr.components.Component],
+    empty: Sequence[Any],
+    *,
+    api_name: str,
+) -> None:
+    """Run `handler` (its raw inputs: preprocess=False) on `triggers` after setting `outputs` to `empty`, at once and
+    unqueued: a request that is refused then never stands beside the answer to the one before it. API callers of
+    `api_name` reach the handler alone."""
+    cleared = gr.on(triggers, lambda: list(empty), None, outputs, queue=False, show_progress="hidden", api_name=False)
+    cleared.then(handler, inputs, outputs, api_name=api_name, preprocess=False)
 
 
 FOLLOW_NOTE = "Give a caption to follow and every model is made to say it, so each column of maps is the same word."
@@ -817,12 +835,10 @@ def _compare_tab(handlers: Handlers, examples: Mapping[str, Path], abouts: Mappi
 
     scenes = [f"scene_{i}" for i in SCENE_EXAMPLES]
     gr.Examples([[str(examples[name])] for name in scenes + list(PHOTO_EXAMPLES)], inputs=[image])
-    # every row emptied first (at once, unqueued), so a refused request never stands beside the last one's maps
-    cleared = gr.on(
-        [button.click, follow.submit], lambda: ["", None] * handlers.compare_rows, None, outputs, queue=False,
-        show_progress="hidden", api_name=False,
+    answer_from_empty(
+        [button.click, follow.submit], handlers.compare, [image, follow, group], outputs,
+        ["", None] * handlers.compare_rows, api_name="compare",
     )  # fmt: skip
-    cleared.then(handlers.compare, [image, follow, group], outputs, api_name="compare", preprocess=False)
     group.change(rows_of, group, [about, *columns, *outputs], api_name=False)
 
 
