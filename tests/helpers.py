@@ -8,7 +8,6 @@ import test_crash_safety, and through it this module, outside pytest). Fixtures 
 
 from __future__ import annotations
 
-import atexit
 import builtins
 import contextlib
 import csv
@@ -18,7 +17,6 @@ import itertools
 import json
 import os
 import runpy
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,9 +31,10 @@ from core.training.command_help import config_chain
 REPO = Path(__file__).resolve().parents[1]
 
 #: Where the tests' gradio_client calls put the files they download (its default leaves a folder per file in the
-#: system's temp folder): one folder per test process, deleted when the process ends.
-GRADIO_DOWNLOADS = Path(tempfile.mkdtemp(prefix="gradio-client-downloads-"))
-atexit.register(shutil.rmtree, GRADIO_DOWNLOADS, ignore_errors=True)
+#: system's temp folder): one folder per test process, made and deleted by the app tests' session fixture
+#: (tests/app/conftest.py), so that a process which only imports this module (a training run a CLI test starts, and
+#: may kill) leaves none behind.
+GRADIO_DOWNLOADS = Path(tempfile.gettempdir()) / f"gradio-client-downloads-{os.getpid()}"
 CAPTIONING_CONFIGS = REPO / "configs" / "captioning"
 VQA_CONFIGS = REPO / "configs" / "vqa"
 
