@@ -20,6 +20,10 @@ The default models are the bundled ones (`captioning.bundled`, `vqa.bundled`): c
 photos and on ShapesWorld scenes, VQA on DAQUAR's indoor photos and on ShapesWorld; any checkpoint of the
 project can be given instead.
 
+A request to the Ask or Compare tab first empties the tab's answers, and a question of a kind the chosen model was
+never trained on ("is there a dog?" to the DAQUAR model) is refused with the kinds it answers
+(`vqa.questions.QuestionScope`, declared in `vqa.bundled.QUESTION_SCOPES`).
+
 Offline by construction: analytics (and with them Gradio's version check) are off before Gradio is imported,
 the theme's fonts are served by the app itself, nothing is shared, and the server binds to 127.0.0.1
 unless told otherwise. Uploads are opened by `data.images.load_image`, never by Gradio, so every unreadable
@@ -85,11 +89,12 @@ from core.maps.overlays import FixedScale
 from data.images import ImageLoadError, ImageProblem, load_image
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.answers import answer_words
-from vqa.bundled import DAQUAR_SAN, SHAPES_SAN, VQA_CHECKPOINTS
+from vqa.bundled import DAQUAR_SAN, MODELS, QUESTION_SCOPES, SHAPES_SAN, VQA_CHECKPOINTS
 from vqa.export import export_answer
 from vqa.module import VqaModule
 from vqa.questions import (
     QuestionError,
+    QuestionScope,
     cut_notice,
     empty_question_message,
     example_question,
@@ -163,7 +168,9 @@ COMPARE_GROUPS = (
         "The same small ShapesWorld captioning model trained six times, once with each way of scoring attention "
         "(`core.model.attention`): **additive** v^T tanh(W_h h + W_s s), **dot** s^T h, "
         "**scaled dot** s^T h / sqrt(n), **general** s^T W h, **cosine** cos(s, h), and **location-based** W s, "
-        "which never reads the image.",
+        "which never reads the image. They know only ShapesWorld's scenes of coloured shapes and their few words: on a "
+        "photo they still name shapes and colours, and often repeat a word (\"a large large square square\"); try "
+        "them on the ShapesWorld examples.",
         COMPARE_CHECKPOINTS,
     ),
     CompareGroup(
@@ -219,6 +226,13 @@ def question_examples(vqa_checkpoints: Mapping[str, Path]) -> list[Example]:
         for picture, checkpoint, question in QUESTION_EXAMPLES
         if checkpoint.resolve() in names
     ]
+
+
+def question_scopes(vqa_checkpoints: Mapping[str, Path]) -> dict[str, QuestionScope]:
+    """The question scope (`vqa.bundled.QUESTION_SCOPES`) of each checkpoint the app has loaded that is a bundled
+    model's, by the name it has there; the others (a user's own) have none and are asked every question."""
+    scopes = {MODELS[model].file.resolve(): scope for model, scope in QUESTION_SCOPES.items()}
+    return {name: scopes[key] for name, path in vqa_checkpoints.items() if (key := Path(path).resolve()) in scopes}
 
 
 def write_examples(folder: Path) -> dict[str, Path]:
@@ -447,6 +461,9 @@ class Handlers:
 
     `examples` are the Ask tab's example rows: a model's first example question is what a user who asks it
     nothing is told to try (a model without one gets `vqa.questions.example_question`'s suggestion).
+
+    `scopes` are the kinds of question each VQA model (by name) was trained on: one of another kind is refused with a
+    hint that says what it answers (`vqa.questions.QuestionScope`); a model without a scope is asked everything.
     """
 
     def __init__(
@@ -457,12 +474,14 @@ class Handlers:
         *,
         examples: Sequence[Example] = (),
         comparers: Mapping[str, Mapping[str, CaptioningModule]] | None = None,
+        scopes: Mapping[str, QuestionScope] | None = None,
     ) -> None:
         self.captioners = dict(captioners)
         self.answerers = dict(answerers)
         self.comparers = {title: dict(models) for title, models in (comparers or {}).items()}
         self.compare_rows = max(map(len, self.comparers.values()), default=0)  # the tab's rows, for the largest group
         self.exports = work_dir / "exports"
+        self.scopes = dict(scopes or {})
         self.suggested = {name: example_question(model.question_vocabulary) for name, model in self.answerers.items()}
         for _, name, question in reversed(examples):  # reversed: a model's first example is kept
             self.suggested[name] = question
@@ -503,13 +522,15 @@ class Handlers:
         """Answer the question -> ({answer in words: probability} for the top answers, [(hop overlay path,
         "hop k: 40% on top 5%")], the export zip's path: hop overlays, grid.png with the question over it,
         answer.json). A question longer than the model reads is answered from its first words, with a warning in
-        the page that says so."""
+        the page that says so; one of a kind the model was not trained on is refused with what it answers."""
         model = chosen(self.answerers, model_name)
         image, name = uploaded_image(upload)
         warn_if_tiny(image, name, model.encoder.input_shape)
         question = question if isinstance(question, str) else ""
         folder = fresh_folder(self.exports) / safe_stem(name)
         try:
+            if model_name in self.scopes:
+                self.scopes[model_name].check(question)
             with torch.inference_mode():
                 record = export_answer(model, image, question, folder, top=TOP_ANSWERS, source=name)
         except QuestionError as error:
@@ -603,17 +624,13 @@ def build_app(
         for group in compare_groups
     }
     questions = question_examples(vqa_checkpoints)
-    handlers = Handlers(captioners, answerers, work_dir, examples=questions, comparers=comparers)
+    scopes = question_scopes(vqa_checkpoints)
+    handlers = Handlers(captioners, answerers, work_dir, examples=questions, comparers=comparers, scopes=scopes)
     examples = write_examples(work_dir / "examples")
     # delete_cache: Gradio's copies of uploads and results go after 15 minutes (checked every 5), as the exports do
     # (EXPORT_MAX_AGE_S); launch_app also bounds their total size (DiskBound)
     with gr.Blocks(title="Visual attention", analytics_enabled=False, delete_cache=(300, EXPORT_MAX_AGE_S)) as app:
-        gr.Markdown(
-            "# Visual attention\nShow, Attend and Tell captions and Stacked Attention Network answers, with where "
-            "the model looked. The bundled models were trained on **Flickr8k** photos (captions), **DAQUAR** "
-            "indoor photos (questions), and **ShapesWorld** scenes of coloured shapes, which speak only of shapes "
-            "and colours whatever the picture."
-        )
+        gr.Markdown(app_header(caption_checkpoints, vqa_checkpoints, compare=bool(comparers)))
         with gr.Tab("Caption"):
             _caption_tab(handlers, examples)
         with gr.Tab("Ask"):
@@ -622,6 +639,38 @@ def build_app(
             with gr.Tab("Compare"):
                 _compare_tab(handlers, examples, {group.title: group.about for group in compare_groups})
     return app.queue(max_size=max_queue)
+
+
+HEADING = (
+    "# Visual attention\nShow, Attend and Tell captions and Stacked Attention Network answers, with where the model "
+    "looked."
+)
+BUNDLED_ABOUT = (
+    "The bundled models were trained on **Flickr8k** photos (captions), **DAQUAR** indoor photos (questions), and "
+    "**ShapesWorld** scenes of coloured shapes, which speak only of shapes and colours whatever the picture."
+)
+
+
+def app_header(
+    caption_checkpoints: Mapping[str, Path], vqa_checkpoints: Mapping[str, Path], *, compare: bool = False
+) -> str:
+    """The page's heading (Markdown) and what the app serves: what the bundled models were trained on when the Caption
+    and Ask tabs serve only bundled models; otherwise each tab's models by name, a user's own with its file (and
+    that the Compare tab's, when there is one, are bundled ones), so the page never describes models it does not
+    serve."""
+    bundled = {path.resolve() for path in (*CAPTION_CHECKPOINTS.values(), *VQA_CHECKPOINTS.values())}
+
+    def own(path: Path) -> bool:
+        return Path(path).resolve() not in bundled
+
+    if not any(map(own, (*caption_checkpoints.values(), *vqa_checkpoints.values()))):
+        return f"{HEADING} {BUNDLED_ABOUT}"
+
+    def named(checkpoints: Mapping[str, Path]) -> str:
+        return ", ".join(f"**{name}** ({f'`{p}`' if own(p) else 'bundled'})" for name, p in checkpoints.items())
+
+    served = f"Captions by {named(caption_checkpoints)}; answers by {named(vqa_checkpoints)}."
+    return f"{HEADING} {served}" + (" The Compare tab sets bundled models side by side." if compare else "")
 
 
 def scale_legend(scale: FixedScale = FixedScale()) -> str:
@@ -645,6 +694,21 @@ GALLERY_CSS = """
 .overlays .thumbnail-item img { width: 100%; height: auto; }
 .overlays .caption-label { position: static; max-width: none; white-space: normal; overflow: visible;
   text-overflow: clip; text-align: center; margin: 0; border: none; background: none; }
+.overlays .grid-wrap.fixed-height { max-height: none; overflow-y: visible; }
+"""
+"""The gallery grows with its overlays instead of scrolling inside a box of 55% of the window (Gradio's own for a
+gallery of height "auto"), where a portrait photo's last row of words was cut off with no sign of a scroll."""
+
+# The rest of the page:
+# * a refused request is said once, in its toast: the red "Error" badge (and its close button) Gradio also puts on each
+#   output of the Ask and Compare tabs (four at once in Compare) read as a crash; those tabs empty their outputs
+#   before each request instead;
+# * an uploaded photo's preview is at least PREVIEW_MIN px a side, so a 1x1 picture does not collapse the box (a
+#   picture that small is shown enlarged).
+PREVIEW_MIN = 96
+PAGE_CSS = f"""
+[id^="ask-"] > .wrap:has(> .error), [id^="compare-"] > .wrap:has(> .error) {{ display: none; }}
+.photo .image-frame img {{ min-width: {PREVIEW_MIN}px; min-height: {PREVIEW_MIN}px; object-fit: contain; }}
 """
 
 
@@ -658,7 +722,10 @@ def overlay_gallery(label: str, *, columns: int, elem_id: str) -> gr.Gallery:
 
 def photo_input(*, elem_id: str) -> gr.Image:
     """An upload box whose file reaches the handler untouched (image_mode=None: no conversion by Gradio)."""
-    return gr.Image(label="Photo", type="filepath", image_mode=None, sources=["upload", "clipboard"], elem_id=elem_id)
+    return gr.Image(
+        label="Photo", type="filepath", image_mode=None, sources=["upload", "clipboard"], elem_id=elem_id,
+        elem_classes=["photo"],
+    )  # fmt: skip
 
 
 def _caption_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
@@ -721,10 +788,26 @@ def _ask_tab(handlers: Handlers, examples: Mapping[str, Path], questions: Sequen
         gr.Examples(rows, inputs=[image, model, question])
     else:  # none of the bundled models is loaded: the pictures alone, for questions in the loaded models' words
         gr.Examples([[str(path)] for path in examples.values()], inputs=[image])
-    triggers = [button.click, question.submit]
-    gr.on(
-        triggers, handlers.ask, [image, model, question], [answers, hops, archive], api_name="ask", preprocess=False
-    )
+    answer_from_empty(
+        [button.click, question.submit], handlers.ask, [image, model, question], [answers, hops, archive],
+        [None, None, None], api_name="ask",
+    )  # fmt: skip
+
+
+def answer_from_empty(
+    triggers: Sequence[Any],
+    handler: Any,
+    inputs: Sequence[gr.components.Component],
+    outputs: Sequence[gr.components.Component],
+    empty: Sequence[Any],
+    *,
+    api_name: str,
+) -> None:
+    """Run `handler` (its raw inputs: preprocess=False) on `triggers` after setting `outputs` to `empty`, at once and
+    unqueued: a request that is refused then never stands beside the answer to the one before it. API callers of
+    `api_name` reach the handler alone."""
+    cleared = gr.on(triggers, lambda: list(empty), None, outputs, queue=False, show_progress="hidden", api_name=False)
+    cleared.then(handler, inputs, outputs, api_name=api_name, preprocess=False)
 
 
 FOLLOW_NOTE = "Give a caption to follow and every model is made to say it, so each column of maps is the same word."
@@ -735,7 +818,7 @@ def _compare_tab(handlers: Handlers, examples: Mapping[str, Path], abouts: Mappi
     many rows as the largest group, and picking a group names its rows and hides those it leaves empty."""
     titles = list(handlers.comparers)
     group = gr.Radio(titles, value=titles[0], label="Compare", elem_id="compare-group")
-    about = gr.Markdown(f"{abouts.get(titles[0], '')} {FOLLOW_NOTE}")
+    about = gr.Markdown(f"{abouts.get(titles[0], '')} {FOLLOW_NOTE}", elem_id="compare-about")
     with gr.Row():
         image = photo_input(elem_id="compare-image")
         with gr.Column():
@@ -780,8 +863,10 @@ def _compare_tab(handlers: Handlers, examples: Mapping[str, Path], abouts: Mappi
 
     scenes = [f"scene_{i}" for i in SCENE_EXAMPLES]
     gr.Examples([[str(examples[name])] for name in scenes + list(PHOTO_EXAMPLES)], inputs=[image])
-    triggers = [button.click, follow.submit]
-    gr.on(triggers, handlers.compare, [image, follow, group], outputs, api_name="compare", preprocess=False)
+    answer_from_empty(
+        [button.click, follow.submit], handlers.compare, [image, follow, group], outputs,
+        ["", None] * handlers.compare_rows, api_name="compare",
+    )  # fmt: skip
     group.change(rows_of, group, [about, *columns, *outputs], api_name=False)
 
 
@@ -829,6 +914,15 @@ class DiskBound:
         return thread
 
 
+def page_theme() -> gr.themes.Base:
+    """Gradio's default theme, its text font's bold face (700) in place of its semibold one (600). The SemiBold file
+    Gradio ships holds 90 glyphs, so every semibold or bold word (the heading, buttons, **bold** in the Markdown) was
+    drawn letter by letter in another, larger font wherever a letter was missing; the Bold file is whole, and CSS
+    takes it for 600 too (the nearest heavier weight). Its fonts are served by the app, as the default's are."""
+    font = gr.themes.LocalFont("Source Sans Pro", weights=(400, 700))
+    return gr.themes.Default(font=[font, "ui-sans-serif", "system-ui", "sans-serif"])
+
+
 def launch_app(
     app: gr.Blocks,
     *,
@@ -849,8 +943,8 @@ def launch_app(
         server_port=port,
         share=False,
         ssr_mode=False,
-        theme=gr.themes.Default(),
-        css=GALLERY_CSS,
+        theme=page_theme(),
+        css=GALLERY_CSS + PAGE_CSS,
         max_file_size=MAX_UPLOAD,
         quiet=True,
         prevent_thread_lock=True,

@@ -96,11 +96,14 @@ def free_port() -> int:
 
 
 def serve(port: int) -> None:
-    """The child: build the app with the bundled checkpoints, serve it on 127.0.0.1:port until killed."""
+    """The child: build the app with the bundled checkpoints, serve it on 127.0.0.1:port until killed. `stop_server`'s
+    SIGTERM stops it as Ctrl-C does (`demo.stop_on_sigterm`), so its work folder and the app's are deleted on the way
+    out instead of being left in the temp folder."""
     import demo
     from captioning.bundled import CAPTION_CHECKPOINTS
     from vqa.bundled import VQA_CHECKPOINTS
 
+    demo.stop_on_sigterm()
     with tempfile.TemporaryDirectory(prefix="app-latency-server-") as work:
         app = demo.build_app(caption_checkpoints=CAPTION_CHECKPOINTS, vqa_checkpoints=VQA_CHECKPOINTS, work_dir=Path(work))
         demo.launch_app(app, port=port, prevent_thread_lock=True, quiet=True)

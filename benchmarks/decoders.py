@@ -1,7 +1,7 @@
 """Two or more trained captioners side by side on this CPU, in one run: how fast each decoder trains and captions.
 
     python benchmarks/decoders.py --models captioning/bundled/flickr8k_soft.ckpt \
-        runs/flickr8k_transformer/logs/version_0/checkpoints/best.ckpt [--batch-size 32] [--words 12]
+        runs/flickr8k_transformer/best.ckpt [--batch-size 32] [--words 12]
     taskset -c 0 python benchmarks/decoders.py --models ...      # one core, as the Flickr8k runs train
 
 For each checkpoint, on its own vocabulary and encoder grid, with float32 weights:

@@ -5,7 +5,7 @@ beside the uniform, centre-point and random-cell baselines. Each photo is captio
 does); every map is then read from one teacher-forced pass over that caption (`captioning.export.every_head`).
 
     python benchmarks/transformer_maps.py --images PATH/TO/coco-boxes/images --boxes PATH/TO/coco-boxes/boxes.json \
-        --model runs/flickr8k_transformer/logs/version_0/checkpoints/best.ckpt
+        --model runs/flickr8k_transformer/best.ckpt
 
 Prints one JSON object: {"model", "photos", "pairs", "baselines": {"uniform", "centre", "random_cell"},
 "maps": [{"layer", "head" (null: the layer's heads averaged), "mass", "pointing", "entropy"}, ...], "best_pointing"}.

@@ -6,8 +6,9 @@ HELP = CommandHelp(
     prog="python -m captioning",
     description=(
         "Train, score and run image captioners that show where they look: Show-Attend-Tell (a CNN's grid of image "
-        "regions, an LSTM that attends to them word by word, soft or hard attention), with the configs below or your "
-        "own."
+        "regions, an LSTM that attends to them word by word, soft or hard attention) or a Transformer decoder over the "
+        "same grid (its cross-attention maps, `--model.decoder captioning.transformer.TransformerDecoder`), with the "
+        "configs below or your own."
     ),
     task="captioning",
 )

@@ -255,14 +255,17 @@ class GroundingReport:
             f"object words ({self.hallucination_rate:.1%})"
             + (": " + ", ".join(f"{w} x{n}" for w, n in Counter(h.word for h in self.hallucinations).most_common(8)) if self.hallucinations else ""),
         ]
-        groups = [("class", by_class), ("word position", by_position), ("box share of the photo", by_box_share)]
+        sections = [("class", by_class), ("word position", by_position), ("box share of the photo", by_box_share)]
         if self.new_words:
-            groups.append(("word kind", self.word_kind))
-        for title, key in groups:
-            lines += ["", f"{'by ' + title:<22}{'pairs':>6}{'mass':>7}{'uniform':>9}{'pointing':>10}{'centre':>8}"]
-            for name, g in list(self.groups(key).items())[:12]:
+            sections.append(("word kind", self.word_kind))
+        for title, key in sections:
+            groups = list(self.groups(key).items())[:12]
+            width = max(22, *(len(label) + 1 for label in [f"by {title}", *(name for name, _ in groups)]))  # aligned
+            lines += ["", f"{'by ' + title:<{width}}{'pairs':>6}{'mass':>7}{'uniform':>9}{'pointing':>10}{'centre':>8}"]
+            for name, g in groups:
                 lines.append(
-                    f"{name:<22}{g['pairs']:>6}{g['mass']:>7.2f}{g['uniform']:>9.2f}{g['pointing']:>10.2f}{g['centre']:>8.2f}"
+                    f"{name:<{width}}{g['pairs']:>6}{g['mass']:>7.2f}{g['uniform']:>9.2f}"
+                    f"{g['pointing']:>10.2f}{g['centre']:>8.2f}"
                 )
         if self.skipped:
             lines += ["", f"skipped {len(self.skipped)} photos: " + "; ".join(self.skipped[:5])]

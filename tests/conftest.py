@@ -18,14 +18,24 @@ Plain functions and constants shared by test modules are in tests/helpers.py (se
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
-import pytest
-import torch
+# Gradio's temp folder, one per test process, deleted when the process ends. Gradio fixes it when it is imported (and
+# makes a folder there at each launch): demo.py points it into the app's own work folder first, but a test module
+# that imports gradio before demo.py would leave Gradio's folder in the system's temp folder.
+GRADIO_TEMP = Path(tempfile.mkdtemp(prefix="gradio-tests-"))
+atexit.register(shutil.rmtree, GRADIO_TEMP, ignore_errors=True)
+os.environ.setdefault("GRADIO_TEMP_DIR", str(GRADIO_TEMP))
 
-from captioning.metrics import BACKEND_VARIABLE
-from tests.helpers import DAQUAR_FILES, make_vqa_layout
+import pytest  # noqa: E402  (after GRADIO_TEMP_DIR: nothing below may import gradio before it is set)
+import torch  # noqa: E402
+
+from captioning.metrics import BACKEND_VARIABLE  # noqa: E402
+from tests.helpers import DAQUAR_FILES, make_vqa_layout  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 GROUPS = ("unit", "cli", "app")

@@ -8,19 +8,20 @@ import test_crash_safety, and through it this module, outside pytest). Fixtures 
 
 from __future__ import annotations
 
-import atexit
+import builtins
 import contextlib
 import csv
 import importlib
 import io
+import itertools
 import json
 import os
 import runpy
-import shutil
 import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from PIL import Image
@@ -30,9 +31,10 @@ from core.training.command_help import config_chain
 REPO = Path(__file__).resolve().parents[1]
 
 #: Where the tests' gradio_client calls put the files they download (its default leaves a folder per file in the
-#: system's temp folder): one folder per test process, deleted when the process ends.
-GRADIO_DOWNLOADS = Path(tempfile.mkdtemp(prefix="gradio-client-downloads-"))
-atexit.register(shutil.rmtree, GRADIO_DOWNLOADS, ignore_errors=True)
+#: system's temp folder): one folder per test process, made and deleted by the app tests' session fixture
+#: (tests/app/conftest.py), so that a process which only imports this module (a training run a CLI test starts, and
+#: may kill) leaves none behind.
+GRADIO_DOWNLOADS = Path(tempfile.gettempdir()) / f"gradio-client-downloads-{os.getpid()}"
 CAPTIONING_CONFIGS = REPO / "configs" / "captioning"
 VQA_CONFIGS = REPO / "configs" / "vqa"
 
@@ -160,6 +162,36 @@ def figures_of(value: object, where: str = "") -> dict[str, float]:
     if isinstance(value, list):
         return {k: v for i, item in enumerate(value) for k, v in figures_of(item, f"{where}[{i}]").items()}
     return {where: value} if isinstance(value, int | float) and not isinstance(value, bool) else {}
+
+
+def rounding_error(digits: int | None) -> float:
+    """The most a figure printed as `round(x, digits)` can be from x (0 for an exact figure, `digits` None)."""
+    return 0.0 if digits is None else 0.5 * 10.0**-digits
+
+
+def printed_approx(expected: float, digits: int, *, rel: float = 0.0, abs: float = 0.0) -> object:  # noqa: A002
+    """`pytest.approx(expected)` for a figure printed rounded to `digits` decimals: the tolerance the figure has of its
+    own (`rel` of `expected`, or `abs`, whichever is larger, as pytest.approx takes them) plus the rounding's."""
+    import pytest
+
+    return pytest.approx(expected, rel=0, abs=max(rel * builtins.abs(expected), abs) + rounding_error(digits))
+
+
+def assert_printed_result(
+    printed: float, digits: int, compute: Callable[..., float], *inputs: tuple[float, int | None]
+) -> None:
+    """Assert that `printed`, a figure a benchmark computed from unrounded measurements and printed rounded to `digits`
+    decimals, is `compute` of values the printed `inputs` can stand for: each input is (its printed value, the
+    decimals it was rounded to, None when exact). `compute` must be monotonic in each input (a ratio of positive
+    figures, a difference), so that its range over the box of unrounded values is spanned by the box's corners.
+
+    A check against the printed inputs alone (`pytest.approx` with a fixed tolerance) fails on a slower machine,
+    where the same rounding of smaller figures is a larger share of them (0.084 printed against 2.0 / 24.4 = 0.0820).
+    """
+    sides = [(value - rounding_error(places), value + rounding_error(places)) for value, places in inputs]
+    ends = [compute(*corner) for corner in itertools.product(*sides)]
+    low, high = min(ends) - rounding_error(digits), max(ends) + rounding_error(digits)
+    assert low <= printed <= high, f"{printed} is not within [{low}, {high}], what the printed inputs {inputs} allow"
 
 
 def run_in_process(task: str, *args: str, cwd: Path) -> None:

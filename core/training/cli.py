@@ -30,7 +30,7 @@ from core.training.command_help import SUBCOMMANDS, WIDTH, CommandHelp, overlay_
 from core.training.hparams import moved_modules
 from core.training.precision import precision_for
 from core.training.progress import CountedModelSummary, training_progress_bar
-from core.training.resume import RandomState
+from core.training.resume import RUN_BEST, RandomState
 
 #: The settings every task config shares (seed, logger, checkpoints, gradient clipping): each subcommand reads this
 #: file first, then its --config files and options, which override it. It sits beside the task configs, found from
@@ -48,7 +48,9 @@ class CheckpointSafeCLI(LightningCLI):
     * every subcommand starts from `TRAINER_BASE` (configs/trainer.yaml), whose logger writes to the run folder,
       `trainer.default_root_dir`, unless its `save_dir` is given, then from the task's base (configs/TASK.yaml);
     * a `--ckpt_path` file is read as data and must be a checkpoint of the model's `checkpoint_kind`, whose weights fit
-      the model its hyper-parameters build; otherwise a CheckpointError names the file, before anything runs;
+      the model its hyper-parameters build; otherwise a CheckpointError names the file, before anything runs (a
+      `--ckpt_path` that is not a file at all is said in one line before a run folder is made, with where the config's
+      fit keeps its best checkpoint: `<trainer.default_root_dir>/best.ckpt`, `core.training.resume.BestCheckpoint`);
     * the Trainer reads and writes checkpoints with `SafeCheckpointIO` (as data, atomically, never NaN weights)
       unless the config names a CheckpointIO plugin;
     * the `RandomState` callback is always added, so a run resumed mid-epoch continues exactly;
@@ -123,8 +125,10 @@ class CheckpointSafeCLI(LightningCLI):
         # reads it through `read_checkpoint`, which brings class paths of moved modules up to date
         subcommand = self.config.get("subcommand")
         path = self.config[subcommand].get("ckpt_path") if subcommand else None
-        if not (path and Path(path).is_file()):
+        if not path or path in LIGHTNING_CKPT_NAMES or str(path).startswith("registry"):
             return
+        if not Path(path).is_file():  # said before any folder is made or anything is loaded
+            raise CheckpointError(missing_checkpoint_message(path, self.config[subcommand].get("trainer")))
         checkpoint = read_checkpoint(path)
         check_kind(checkpoint, path, self.model_class.checkpoint_kind)
         self._checkpoint = (path, checkpoint)
@@ -229,6 +233,24 @@ class CheckpointSafeCLI(LightningCLI):
             "%s%s; logs%s in %s", self._what_it_does(subcommand, trainer), f", from {ckpt_path}" if ckpt_path else "",
             " and checkpoints" if subcommand == "fit" else "", folder,
         )
+
+
+#: What `--ckpt_path` may name besides a file: Lightning finds these checkpoints itself ("registry" and
+#: "registry:NAME" too, handled apart).
+LIGHTNING_CKPT_NAMES = frozenset({"best", "last", "hpc"})
+
+
+def missing_checkpoint_message(path: str, trainer: Namespace | None) -> str:
+    """What a user whose `--ckpt_path` is not a file is told: the path, and where the config's run folder keeps the
+    best checkpoint of its fit (`core.training.resume.RUN_BEST`), with whether it is there yet."""
+    folder = trainer.get("default_root_dir") if isinstance(trainer, Namespace) else None
+    message = f"--ckpt_path {path}: no such checkpoint file"
+    if not folder:
+        return message
+    best = Path(folder) / RUN_BEST
+    if best.is_file():
+        return f"{message}; this config's last fit kept its best checkpoint as {best}"
+    return f"{message}; a fit with this config keeps its best checkpoint as {best} (none there yet)"
 
 
 class HelpFormatter(DefaultHelpFormatter):

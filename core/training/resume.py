@@ -26,7 +26,8 @@ A third thing concerns what a resumed run keeps, not its weights: a resumed fit 
 and Lightning's ModelCheckpoint then forgets the scores of the checkpoints it kept as best (its folder changed), so
 the first validation after a resume was saved as the new folder's `best.ckpt` even when it scored lower than the
 run's best. `BestCheckpoint` (the tasks' best-checkpoint callback, configs/captioning.yaml and configs/vqa.yaml)
-brings them into the new folder with their scores.
+brings them into the new folder with their scores, and keeps the run folder's `best.ckpt` pointing at the best one,
+whichever version folder holds it.
 """
 
 from __future__ import annotations
@@ -182,8 +183,15 @@ def _set_generators(state: dict[str, Any]) -> None:
     np.random.set_state((name, keys.numpy().astype(np.uint32), *rest))
 
 
+RUN_BEST = "best.ckpt"
+"""The name of the link, in the run folder itself (`trainer.default_root_dir`, e.g. runs/shapes_soft/best.ckpt), to the
+best checkpoint its latest fit kept: a path that stays right whatever `logs/version_N/` the fit, or a `test` run
+before it, wrote to."""
+
+
 class BestCheckpoint(ModelCheckpoint):
-    """Lightning's ModelCheckpoint, keeping the run's best checkpoints across a resume into a new folder.
+    """Lightning's ModelCheckpoint, keeping the run's best checkpoints across a resume into a new folder, and a
+    stable path to the best one.
 
     When the checkpoint a fit resumes from was written in another folder (each resumed fit logs to a new
     `logs/version_N/`), the files it kept as best are copied into this run's folder under their names, with their
@@ -191,7 +199,18 @@ class BestCheckpoint(ModelCheckpoint):
     folder's `best.ckpt` is then the best of the whole run so far, and a later validation replaces it only when it
     scores higher. Lightning's own keeps only `best_model_path` and would save the next validation as best whatever
     its score.
+
+    Whenever it saves the best checkpoint it keeps (with no `monitor`, the latest), the run folder's `RUN_BEST`
+    is made to point at it: a relative symbolic link (a copy where links cannot be made, as on Windows without the
+    right), so commands and docs can name `runs/NAME/best.ckpt` instead of a version folder that any other
+    subcommand run in the same folder moves on.
     """
+
+    def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
+        super()._save_checkpoint(trainer, filepath)
+        if filepath == self.best_model_path:
+            # Lightning's own helper for `save_last="link"`: rank 0 links (or copies), every rank waits for it
+            self._link_checkpoint(trainer, filepath, os.path.join(trainer.default_root_dir, RUN_BEST))
 
     @property
     def state_key(self) -> str:

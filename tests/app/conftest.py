@@ -3,6 +3,7 @@ and a temp folder of their own for what gradio_client leaves behind."""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import types
 from collections.abc import Iterator
@@ -28,15 +29,19 @@ CHROMIUM_ARGS = [
 def client_temp_folder() -> Iterator[None]:
     """gradio_client downloads each file through a new folder in the system's temp folder and leaves it there, empty
     (one per file: hundreds per test run). While the app tests run, gradio_client alone (not the app, which only
-    serves files from the system's temp folder) sees `GRADIO_DOWNLOADS` as that folder, deleted when the test process
-    ends."""
+    serves files from the system's temp folder) sees `GRADIO_DOWNLOADS` as that folder, made here and deleted when the
+    session ends."""
     import gradio_client.client
 
     for_the_client = types.SimpleNamespace(**vars(tempfile))
     for_the_client.gettempdir = lambda: str(GRADIO_DOWNLOADS)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(gradio_client.client, "tempfile", for_the_client)
-        yield
+    GRADIO_DOWNLOADS.mkdir(exist_ok=True)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(gradio_client.client, "tempfile", for_the_client)
+            yield
+    finally:
+        shutil.rmtree(GRADIO_DOWNLOADS, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

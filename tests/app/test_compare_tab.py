@@ -272,3 +272,27 @@ def test_a_person_compares_the_six_score_functions_in_a_real_browser(browser, se
     finally:
         page.close()
     assert outside == []
+
+
+@pytest.mark.slow
+def test_a_refused_caption_to_follow_is_one_message_not_a_crash_in_a_real_browser(browser, served, pictures):
+    """A word the models lack is said once, in the page's message: the rows of the last comparison are emptied and
+    none carries a red "Error" badge (six of them read as a crash); the tab says the ShapesWorld models know only
+    shapes (on a photo they repeat words)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 1400})
+    try:
+        page.goto(served, wait_until="networkidle")
+        page.get_by_role("tab", name="Compare").click()
+        assert "know only ShapesWorld's scenes" in page.locator("#compare-about").inner_text()
+        page.locator("#compare-image input[type=file]").set_input_files(str(pictures["scene.png"]))
+        page.get_by_role("button", name="Compare", exact=True).click()
+        page.locator("#compare-gallery-1 img").first.wait_for(timeout=60_000)
+        page.locator("#compare-follow textarea, #compare-follow input").first.fill("a zebra on the moon")
+        page.get_by_role("button", name="Compare", exact=True).click()
+        page.get_by_text("The caption to follow has words the models do not know: 'zebra'").wait_for(timeout=30_000)
+        assert page.locator("#compare-gallery-1 img").count() == 0
+        assert page.locator("#compare-caption-1 textarea").input_value() == ""
+        badges = page.locator("[id^=compare-]").get_by_text("Error", exact=True)
+        assert [badge.is_visible() for badge in badges.all()] == [False] * badges.count()
+    finally:
+        page.close()

@@ -17,6 +17,7 @@ import io
 import json
 import re
 import socket
+import string
 import struct
 import threading
 import time
@@ -47,7 +48,7 @@ from core.maps.overlays import FixedScale, heat_maps, overlay, word_grid
 from data.images import ImageLoadError, load_image
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.answers import answer_words
-from vqa.bundled import DAQUAR_SAN, SHAPES_SAN, VQA_CHECKPOINTS
+from vqa.bundled import DAQUAR_SAN, QUESTION_SCOPES, SHAPES_SAN, VQA_CHECKPOINTS
 from vqa.module import VqaModule
 
 SPECIALS = {"<pad>", "<start>", "<end>", "<unk>"}
@@ -506,6 +507,32 @@ def test_the_empty_question_hint_is_an_example_question_of_the_chosen_model(clie
     assert example in [text for _, path, text in demo.QUESTION_EXAMPLES if path == VQA_CHECKPOINTS[model]]
 
 
+def test_a_question_of_a_kind_the_model_was_not_trained_on_gets_a_hint_not_an_answer(client, pictures):
+    """DAQUAR has no yes/no question: "is there a dog?" is refused with what the model answers, and examples, instead
+    of an object's name ("jacket 18%"); the ShapesWorld model, trained on yes/no questions, answers it."""
+    with pytest.raises(AppError) as raised:
+        ask(client, pictures["coffee"], "is there a dog?", DAQUAR_VQA)
+    assert raised.value.args[0] == (
+        "'is there a dog?' is a yes/no question, a kind this model was not trained on: it answers object, number and "
+        "colour questions, such as 'what is on the table?', 'how many chairs are there?', 'what color is the sofa?'."
+    )
+    answers, hops = ask(client, pictures["scene"], "is there a red circle?", SHAPES_VQA)
+    assert answers["label"] in {"yes", "no"} and len(hops) == HOPS
+
+
+def test_only_the_bundled_models_have_question_scopes(pictures, tmp_path):
+    """A checkpoint of the user's own (here a copy of the DAQUAR model) has no declared kinds: it is asked anything,
+    as before; the bundled one keeps its scope under whatever name the app gives it."""
+    assert demo.question_scopes({"mine": DAQUAR_SAN}) == {"mine": QUESTION_SCOPES["daquar-san"]}
+    own = tmp_path / "own.ckpt"
+    own.write_bytes(DAQUAR_SAN.read_bytes())
+    assert demo.question_scopes({"own": own}) == {}
+    handlers = demo.Handlers({}, demo.load_models({}, {"own": own})[1], tmp_path)
+    upload = {"path": str(pictures["coffee"]), "orig_name": "coffee.jpg"}
+    answers, hops, _ = handlers.ask(upload, "own", "is there a dog?")
+    assert answers and len(hops) == 2
+
+
 def test_picking_a_question_example_also_picks_its_model(served):
     """Each example row of the Ask tab holds (picture, model, question), so a ShapesWorld question is never asked of
     the DAQUAR model; the rows are the bundled examples, each under the name its checkpoint has in the app."""
@@ -575,6 +602,29 @@ def test_the_docs_quote_what_the_bundled_model_says_of_the_example_photos(tmp_pa
         image = load_image(examples[name])
         image.thumbnail((demo.WORK_SIZE, demo.WORK_SIZE))
         assert captioner.caption(image, beam_size=demo.DEFAULT_BEAM_SIZE).text == quote, name
+
+
+def test_the_header_describes_the_models_the_app_serves(tmp_path):
+    """With the bundled models, what they were trained on; with a checkpoint of the user's own, each tab's models by
+    name (the user's with its file), never the bundled training data of a model it does not serve."""
+    bundled = demo.app_header(CAPTION_CHECKPOINTS, VQA_CHECKPOINTS, compare=True)
+    assert "**Flickr8k** photos (captions)" in bundled and "mine" not in bundled
+    own = demo.app_header({"mine": tmp_path / "best.ckpt"}, {"ShapesWorld": SHAPES_SAN}, compare=True)
+    assert "Flickr8k" not in own and "trained on" not in own
+    assert f"Captions by **mine** (`{tmp_path / 'best.ckpt'}`); answers by **ShapesWorld** (bundled)." in own
+    assert own.endswith("The Compare tab sets bundled models side by side.")
+
+
+def test_the_pages_font_has_every_letter_in_each_weight_it_serves():
+    """The theme's text font files hold every ASCII letter in each weight: the SemiBold file Gradio ships holds 90
+    glyphs, and bold words were drawn in another, larger font wherever a letter was missing."""
+    ttlib = pytest.importorskip("fontTools.ttLib")
+    from gradio.themes.utils.fonts import LocalFont, font_file_path
+
+    (font,) = [font for font in demo.page_theme()._font if isinstance(font, LocalFont)]
+    for weight in font.weights:
+        cmap = ttlib.TTFont(font_file_path(font.name, weight)).getBestCmap()
+        assert all(ord(letter) in cmap for letter in string.ascii_letters + string.digits), weight
 
 
 def test_the_disk_bound_deletes_the_oldest_files_until_the_cache_fits(tmp_path):
@@ -819,3 +869,78 @@ def test_a_full_queue_shows_a_busy_message_in_the_page(browser, full_queue, pict
     finally:
         page.close()
     assert not full_queue.waiting.done() and outside == []
+
+
+@pytest.mark.slow
+def test_a_portrait_photos_every_word_map_shows_without_a_scroll_in_a_real_browser(browser, served, tmp_path):
+    """A portrait photo's overlays are tall: the gallery grows to hold every row (Gradio's own box of 55% of the
+    window scrolled inside itself and cut the last row off), so each word's map is on the page whole."""
+    portrait = tmp_path / "portrait.jpg"
+    Image.fromarray(pytest.importorskip("skimage.data").chelsea()).rotate(90, expand=True).save(portrait)  # 300x451
+    text, _, _, tiles = caption_in_browser(browser, served[1], portrait)
+    assert len(tiles) == len(text.split()) > 4  # two rows or more of four
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    try:
+        page.goto(served[1], wait_until="networkidle")
+        page.locator("#caption-image input[type=file]").set_input_files(str(portrait))
+        page.get_by_role("button", name="Caption", exact=True).click()
+        page.locator("#caption-export a").first.wait_for(timeout=60_000)
+        page.wait_for_function("() => [...document.querySelectorAll('#caption-gallery img')].every(i => i.complete)")
+        inner = page.locator("#caption-gallery .grid-wrap").evaluate("el => [el.scrollHeight, el.clientHeight]")
+        gallery = page.locator("#caption-gallery").bounding_box()
+        last = page.locator("#caption-gallery .thumbnail-item").last.bounding_box()
+    finally:
+        page.close()
+    assert inner[0] <= inner[1] + 1, inner  # nothing hidden below a scroll
+    assert last["y"] + last["height"] <= gallery["y"] + gallery["height"] + 1, (last, gallery)
+
+
+@pytest.mark.slow
+def test_a_refused_question_clears_the_last_answer_and_the_next_one_is_answered_in_a_real_browser(
+    browser, served, pictures
+):
+    """Ask the DAQUAR model what it knows, then a yes/no question it was never trained on, then a number: the refusal
+    is the hint alone (no answer of the question before left beside it, no "Error" badge on the outputs), and the
+    next question is answered as usual."""
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    question = page.locator("#ask-question").get_by_role("textbox")
+
+    def ask_in_page(text: str) -> None:
+        question.fill(text)
+        page.get_by_role("button", name="Ask", exact=True).click()
+
+    try:
+        page.goto(served[1], wait_until="networkidle")
+        page.get_by_role("tab", name="Ask").click()
+        page.locator("#ask-image input[type=file]").set_input_files(str(pictures["coffee"]))
+        page.locator("#ask-model label", has_text=DAQUAR_VQA).first.click()
+        ask_in_page("what is on the table?")
+        page.locator("#ask-gallery img").first.wait_for(timeout=60_000)
+        ask_in_page("is there a dog?")
+        page.get_by_text("'is there a dog?' is a yes/no question, a kind this model was not trained on").wait_for(
+            timeout=30_000
+        )
+        assert page.locator("#ask-gallery img").count() == 0 and "%" not in page.locator("#ask-answers").inner_text()
+        badges = page.locator("[id^=ask-]").get_by_text("Error", exact=True)
+        assert [badge.is_visible() for badge in badges.all()] == [False] * badges.count()
+        ask_in_page("how many chairs are there?")
+        page.locator("#ask-gallery img").first.wait_for(timeout=60_000)
+        assert "%" in page.locator("#ask-answers").inner_text()
+    finally:
+        page.close()
+
+
+@pytest.mark.slow
+def test_a_one_pixel_upload_keeps_a_visible_preview_in_a_real_browser(browser, served, tmp_path):
+    dot = tmp_path / "dot.png"
+    Image.new("RGB", (1, 1), (200, 30, 30)).save(dot)
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    try:
+        page.goto(served[1], wait_until="networkidle")
+        page.locator("#caption-image input[type=file]").set_input_files(str(dot))
+        preview = page.locator("#caption-image img").first
+        preview.wait_for(timeout=30_000)
+        box = preview.bounding_box()
+    finally:
+        page.close()
+    assert box["width"] >= demo.PREVIEW_MIN and box["height"] >= demo.PREVIEW_MIN, box

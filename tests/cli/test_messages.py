@@ -103,6 +103,8 @@ def test_the_help_says_what_the_command_is_its_subcommands_whole_and_every_confi
     for text in (quick, full):
         assert text.startswith(f"usage: python -m {task} ") and "__main__.py" not in text
         assert "attention" in text.split("\n\n")[1]  # the description, right under the usage
+        if task == "captioning":  # both decoders the configs train
+            assert "Show-Attend-Tell" in text.split("\n\n")[1] and "Transformer" in text.split("\n\n")[1]
         flat = " ".join(text.split())
         assert all(" ".join(words.split()) in flat for words in SUBCOMMANDS.values())  # each said whole
         assert all(f"configs/{task}/{config.name}: " in text for config in configs)
@@ -185,3 +187,25 @@ def test_a_model_option_the_model_cannot_be_built_with_ends_the_run_with_one_lin
     message = str(stop.value.code)
     assert message.startswith("error: ") and named in message and "a model option" in message, message
     assert not list(tmp_path.rglob("*.ckpt"))
+
+
+@pytest.mark.parametrize(("task", "config"), [("captioning", "shapes_soft.yaml"), ("vqa", "shapes_san.yaml")])
+@pytest.mark.parametrize("subcommand", ["test", "fit"])
+@pytest.mark.filterwarnings("ignore:.*found in sys.modules:RuntimeWarning")  # runpy, for a module a test imported
+def test_a_ckpt_path_that_is_no_file_ends_in_one_line_before_a_run_folder_is_made(task, config, subcommand, tmp_path):
+    """A mistyped or not-yet-made `--ckpt_path` is the user's to fix: one line naming it and where the config's fit
+    keeps its best checkpoint, no traceback, and no logs/version_N folder left behind for each try."""
+    run = tmp_path / "run"
+    argv = [
+        task, subcommand, "--config", str(REPO / "configs" / task / config), *SMALL_SHAPES,
+        f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={run}",
+        "--ckpt_path", str(run / "best.ckpt"),
+    ]  # fmt: skip
+    with in_process(argv, cwd=tmp_path), pytest.raises(SystemExit) as stop:
+        runpy.run_module(task, run_name="__main__")
+    message = str(stop.value.code)
+    assert message == (
+        f"error: --ckpt_path {run / 'best.ckpt'}: no such checkpoint file; a fit with this config keeps its best "
+        f"checkpoint as {run / 'best.ckpt'} (none there yet)"
+    )
+    assert not list(tmp_path.iterdir())

@@ -138,14 +138,19 @@ def test_quick_commands_run_as_written(tmp_path: Path) -> None:
     for entry in REPO.iterdir():
         if entry.name not in {".git", "runs", ".cache", "outputs"}:
             (tmp_path / entry.name).symlink_to(entry)
+    printed = ""
     for words in commands_of("run"):
         result = run(words, cwd=tmp_path)
+        printed += result.stdout
         if words[2:4] == ["captioning", "test"]:  # it says what it does
             assert "test: scoring CaptioningModule on shapesworld" in result.stderr, result.stderr
         if "--output" in words:
             written = tmp_path / words[words.index("--output") + 1]
             assert any(written.rglob("*.png")), shlex.join(words)
     assert list((tmp_path / "runs").rglob("events.out.tfevents.*"))  # the bundled test logged its scores
+    # what the README says a command prints ("it prints each caption, here\n# LINE") is what it printed
+    quoted = re.findall(r"it prints [^\n]*, here\n# (.+)", README.read_text())
+    assert quoted and all(line in printed for line in quoted), (quoted, printed)
     # everything the commands wrote is ignored by git: `git status` stays clean in a clone
     written = sorted(entry.name for entry in tmp_path.iterdir() if not entry.is_symlink())
     assert "outputs" in written

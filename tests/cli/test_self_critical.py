@@ -350,6 +350,6 @@ def test_flickr8k_scst_configs_keep_the_model_of_the_run_they_start_from(start, 
         k: v for k, v in base["model"].items() if k not in changed
     }
     assert scst["data"] == base["data"]
-    assert scst["model"]["initial_weights"] == f"{base['trainer']['default_root_dir']}/logs/version_0/checkpoints/best.ckpt"
+    assert scst["model"]["initial_weights"] == f"{base['trainer']['default_root_dir']}/best.ckpt"
     assert scst["model"]["self_critical"]["class_path"] == "captioning.self_critical.SelfCritical"
     assert scst["trainer"]["default_root_dir"] != base["trainer"]["default_root_dir"]

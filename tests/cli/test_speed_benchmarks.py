@@ -6,11 +6,12 @@ not in the next person's measurement. The figures themselves are the docs' busin
 from __future__ import annotations
 
 import math
+import operator
 
 import pytest
 from PIL import Image
 
-from tests.helpers import figures_of, run_benchmark
+from tests.helpers import assert_printed_result, figures_of, rounding_error, run_benchmark
 
 pytestmark = pytest.mark.slow
 
@@ -61,9 +62,12 @@ def test_matmul_efficiency_counts_a_steps_flops_and_compares_them_with_a_plain_p
     assert_finite(answer)
     step = answer["results"]["hard_2x2"]
     assert step["flops_per_step"] == sum(step["by_op"].values()) > 0
-    # efficiency is the step's achieved rate over the plain product's
-    assert step["efficiency"] == pytest.approx(step["achieved_gflops"] / answer["matmul_gflops"]["median"], abs=0.002)
-    assert answer["goal_met"]["hard_2x2"] == (step["efficiency"] >= answer["goal"]["efficiency"])
+    # efficiency is the step's achieved rate over the plain product's, each printed rounded
+    achieved, matmul = (step["achieved_gflops"], 1), (answer["matmul_gflops"]["median"], 1)
+    assert_printed_result(step["efficiency"], 3, operator.truediv, achieved, matmul)
+    goal = answer["goal"]["efficiency"]
+    if abs(step["efficiency"] - goal) > rounding_error(3):  # the goal is judged on the unrounded efficiency
+        assert answer["goal_met"]["hard_2x2"] == (step["efficiency"] >= goal)
 
 
 def test_feature_extraction_times_the_cache_build_beside_the_bare_encoder(tmp_path) -> None:
@@ -72,7 +76,8 @@ def test_feature_extraction_times_the_cache_build_beside_the_bare_encoder(tmp_pa
     answer = run_benchmark("feature_extraction.py", "--images", str(tmp_path), "--bare-batches", "1", "--repeats", "1")
     assert_finite(answer)
     assert answer["images"] == 3 and answer["bare_images"] == 3
-    assert answer["ratio"] == pytest.approx(answer["pipeline_images_per_s"] / answer["bare_images_per_s"]["median"], rel=0.02)
+    pipeline, bare = (answer["pipeline_images_per_s"], 1), (answer["bare_images_per_s"]["median"], 1)
+    assert_printed_result(answer["ratio"], 3, operator.truediv, pipeline, bare)
     assert {"pipeline_images_per_s", "loading_images_per_s", "cpu_share", "goal", "goal_met"} <= answer.keys()
 
 
@@ -130,7 +135,8 @@ def test_decoders_times_a_show_attend_tell_and_a_transformer_checkpoint_in_one_r
     for row in answer["models"]:
         assert row["parameters"] == sizes[row["decoder"]]
         assert row["grid"] == [7, 7] and row["beam_size"] == 3 and row["training_captions_per_s"]["n"] == 2
-        assert row["epoch_minutes"] == round(30000 / row["training_captions_per_s"]["median"] / 60, 1)
+        per_s = (row["training_captions_per_s"]["median"], 1)
+        assert_printed_result(row["epoch_minutes"], 1, lambda rate: 30000 / rate / 60, per_s)
     for name, value in figures_of(answer).items():
         assert math.isfinite(value) and value >= 0, name
 
@@ -140,10 +146,7 @@ def test_encoder_layout_times_both_layouts_on_the_same_features() -> None:
     assert_finite(answer)
     result = answer["results"]["64px_batch1"]
     assert result["default_layout_ms"] > 0 and result["channels_last_ms"] > 0
-    # The times are printed to 0.1 ms and the speedup from the unrounded times: it lies within what the rounding
-    # allows.
-    default, channels_last = result["default_layout_ms"], result["channels_last_ms"]
-    lowest = (default - 0.05) / (channels_last + 0.05)
-    highest = (default + 0.05) / max(channels_last - 0.05, 1e-9)
-    assert lowest - 0.005 <= result["speedup"] <= highest + 0.005
+    # the times are printed to 0.1 ms, the speedup to 0.01 from the unrounded times
+    default, channels_last = (result["default_layout_ms"], 1), (result["channels_last_ms"], 1)
+    assert_printed_result(result["speedup"], 2, operator.truediv, default, channels_last)
     assert result["max_difference"] < 1e-3  # the same features up to float rounding

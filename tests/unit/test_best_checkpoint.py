@@ -75,3 +75,18 @@ def test_the_callback_state_is_lightnings_so_checkpoints_of_either_restore_into_
     ours = BestCheckpoint(monitor="val/CIDEr", mode="max", filename="best")
     theirs = ModelCheckpoint(monitor="val/CIDEr", mode="max", filename="best")
     assert ours.state_key == theirs.state_key and ours.state_key.startswith("ModelCheckpoint{")
+
+
+@pytest.mark.filterwarnings("ignore:The dirpath has changed")
+def test_the_run_folders_best_ckpt_is_the_best_of_the_run_whichever_version_folder_holds_it(tmp_path):
+    """runs/NAME/best.ckpt, the path the README gives, stays right when a resumed fit (or a `test`, which logs to a
+    version folder of its own) moves on to the next logs/version_N/: it links to the best checkpoint kept so far."""
+    first = fit_chunk(tmp_path, 1, None, BestCheckpoint)
+    best = tmp_path / "best.ckpt"
+    assert best.is_symlink() and best.resolve() == (first / "best.ckpt").resolve() and epoch_of(best) == 0
+    (tmp_path / "logs" / "version_1").mkdir()  # what a `test` run in the same folder leaves
+    second = fit_chunk(tmp_path, 2, first / "last.ckpt", BestCheckpoint)
+    assert second.parent.name == "version_2" and epoch_of(best) == 0  # epoch 1 scored lower: still epoch 0's
+    third = fit_chunk(tmp_path, 3, second / "last.ckpt", BestCheckpoint)
+    assert best.resolve() == (third / "best.ckpt").resolve() and epoch_of(best) == 2
+    assert not Path(str(best.readlink())).is_absolute()  # the run folder can be moved or copied whole

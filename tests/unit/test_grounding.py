@@ -3,6 +3,7 @@ the photo's pixels, the grid-to-photo mapping through the encoder's own transfor
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -181,3 +182,18 @@ def test_read_boxes_names_what_is_wrong(tmp_path: Path, document: dict, message:
     with pytest.raises(DatasetFormatError, match=message) as raised:
         read_boxes(path)
     assert "boxes.json" in str(raised.value)
+
+
+def test_each_group_tables_header_lines_up_with_its_columns() -> None:
+    """The label "by box share of the photo" is longer than the other labels: its header and rows are widened alike,
+    so every column title stands over its figures."""
+    report = GroundingReport(model="m", grid=(1, 2), beam_size=3)
+    report.pairs = [_pair("a", True, True), _pair("b", False, True)]
+    lines = report.table().splitlines()
+    for start in (i for i, line in enumerate(lines) if line.startswith("by ")):
+        block = list(itertools.takewhile(bool, lines[start:]))
+        assert len(block) > 1 and len({len(line) for line in block}) == 1, block
+        header_ends = [block[0].index(title) + len(title) for title in ("pairs", "mass", "uniform", "pointing")]
+        for row in block[1:]:
+            ends_under = [row[end - 1] != " " and (end == len(row) or row[end] == " ") for end in header_ends]
+            assert all(ends_under), (block[0], row)

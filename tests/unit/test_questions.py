@@ -9,10 +9,19 @@ import pytest
 from data.vocabulary import Vocabulary
 from vqa.answers import answer_words
 from vqa.questions import (
+    COLOUR,
     GENERIC_QUESTION,
+    LOCATION,
+    NUMBER,
+    OBJECT,
+    SHAPE,
+    SIZE,
+    YES_NO,
     QuestionError,
+    QuestionScope,
     cut_notice,
     example_question,
+    question_kind,
     user_question_ids,
 )
 
@@ -39,6 +48,7 @@ def test_a_question_without_any_letter_is_empty(text):
         ("침대는 무슨 색입니까?", "침대는 무슨 색입니까?"),  # Korean: no ASCII word at all, but not empty
         ("Какого цвета кровать?", "Какого цвета кровать?"),
         ("zebra quokka", "zebra quokka"),  # English, but words the model never saw
+        ("¿cuántas sillas hay?", "¿cuántas sillas hay?"),  # Latin letters beside ASCII ones: echoed whole
     ],
 )
 def test_a_question_without_a_known_word_says_what_the_model_understands(text, shown):
@@ -73,3 +83,45 @@ def test_the_suggested_question_is_one_the_model_can_read():
 )
 def test_answer_labels_read_as_words(label, words):
     assert answer_words(label) == words
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("is there a dog?", YES_NO), ("Are the chairs red?", YES_NO), ("does it rain", YES_NO), ("can you see", YES_NO),
+        ("was it here?", YES_NO), ("how many chairs are there?", NUMBER), ("How much water", NUMBER),
+        ("what colour is the circle?", COLOUR), ("what is the color of the dog?", COLOUR),
+        ("what is colour of the sofa?", COLOUR), ("which colors are there", COLOUR),
+        ("what shape is the large object?", SHAPE), ("what size is the green square?", SIZE),
+        ("where is the dog?", LOCATION), ("what is on the table?", OBJECT), ("which object is made of glass?", OBJECT),
+        ("what coloured object is there", OBJECT),  # "coloured" is not "colour": an object asked for
+        ("name the objects", None), ("island of what?", None), ("¿cuántas sillas hay?", None), ("", None),
+    ],
+)  # fmt: skip
+def test_a_questions_kind_is_read_from_its_first_words(question, kind):
+    assert question_kind(question) == kind
+
+
+DAQUAR_LIKE = QuestionScope(examples={OBJECT: "what is on the table?", NUMBER: "how many chairs are there?"})
+
+
+def test_a_question_of_a_kind_outside_the_scope_gets_a_hint_naming_what_the_model_answers():
+    with pytest.raises(QuestionError) as raised:
+        DAQUAR_LIKE.check("is there a dog?")
+    assert str(raised.value) == (
+        "'is there a dog?' is a yes/no question, a kind this model was not trained on: it answers object and number "
+        "questions, such as 'what is on the table?', 'how many chairs are there?'."
+    )
+    assert not raised.value.empty
+
+
+@pytest.mark.parametrize("question", ["what is under the bed?", "how many lamps", "name the objects", "zebra", ""])
+def test_a_question_of_a_kind_in_the_scope_or_of_no_kind_is_left_to_the_model(question):
+    DAQUAR_LIKE.check(question)  # no refusal
+
+
+def test_a_scope_cannot_contradict_its_own_examples():
+    with pytest.raises(ValueError, match="the example 'is it red\\?' of colour questions reads as yes/no"):
+        QuestionScope(examples={COLOUR: "is it red?"})
+    with pytest.raises(ValueError, match="at least one kind"):
+        QuestionScope(examples={})

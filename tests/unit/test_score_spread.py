@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from core.model.attention import Attention, CosineScore, KeyStrengthCosineScore
+from tests.helpers import printed_approx
 
 
 @pytest.fixture(scope="module")
@@ -25,16 +26,16 @@ def test_the_dot_scores_spread_grows_as_the_root_of_the_size_and_scaling_undoes_
     assert [row["n"] for row in rows] == [16, 64, 128, 256, 512, 1024]
     for row in rows:
         n = row["n"]
-        assert row["dot std"] == pytest.approx(math.sqrt(n), rel=0.03)
-        assert row["scaled dot std"] == pytest.approx(1.0, rel=0.03)
-        assert row["cosine std"] == pytest.approx(1 / math.sqrt(n), rel=0.06)
+        assert row["dot std"] == printed_approx(math.sqrt(n), 3, rel=0.03)
+        assert row["scaled dot std"] == printed_approx(1.0, 3, rel=0.03)
+        assert row["cosine std"] == printed_approx(1 / math.sqrt(n), 3, rel=0.06)
 
 
 def test_only_the_scaled_score_keeps_the_softmax_equally_spread_at_every_size(rows):
     uniform = math.log(196)
     for row in rows:
-        assert row["scaled dot entropy"] == pytest.approx(uniform - 0.5, abs=0.05)  # sigma = 1
-        assert row["cosine entropy"] == pytest.approx(uniform - 1 / (2 * row["n"]), abs=0.05)  # nearly uniform
+        assert row["scaled dot entropy"] == printed_approx(uniform - 0.5, 3, abs=0.05)  # sigma = 1
+        assert row["cosine entropy"] == printed_approx(uniform - 1 / (2 * row["n"]), 3, abs=0.05)  # nearly uniform
     dot = [row["dot entropy"] for row in rows]
     assert dot == sorted(dot, reverse=True) and dot[-1] < 0.25  # the larger n, the nearer one-hot
 

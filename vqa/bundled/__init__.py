@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.model.pretrained import PretrainedModel
+from vqa.questions import COLOUR, NUMBER, OBJECT, SHAPE, SIZE, YES_NO, QuestionScope
 
 _HERE = Path(__file__).resolve().parent
 
@@ -84,3 +85,25 @@ SHAPES_SAN: Path = MODELS["shapes-san"].file
 
 VQA_CHECKPOINTS: dict[str, Path] = {model.title: model.file for model in MODELS.values()}
 """The bundled VQA models by the name the demo app shows, the real-photo one first."""
+
+QUESTION_SCOPES: dict[str, QuestionScope] = {
+    # DAQUAR's questions: 77% "what ..." objects, 13% "how many", 9% colours; no yes/no question, and 14 of 6795 about
+    # where or who, too few to learn (what `vqa.questions.question_kind` reads in daquar_train_questions.json)
+    "daquar-san": QuestionScope(
+        examples={
+            OBJECT: "what is on the table?", NUMBER: "how many chairs are there?", COLOUR: "what color is the sofa?"
+        }
+    ),  # fmt: skip
+    # ShapesWorld-VQA's families (`data.shapes_vqa`): existence and relation (yes/no), count, attribute and two-step
+    # (colour, shape, size); no "what is ..." object question
+    "shapes-san": QuestionScope(
+        examples={
+            YES_NO: "is there a red circle?", NUMBER: "how many objects are there?",
+            COLOUR: "what colour is the circle?", SHAPE: "what shape is the large object?",
+            SIZE: "what size is the green square?",
+        }
+    ),  # fmt: skip
+}
+"""The kinds of question each bundled model was trained to answer, by its name (`vqa.questions.QuestionScope`): the
+app refuses a question of another kind it recognises with a hint. A model without an entry, like a checkpoint of
+the user's own, is asked every question."""
