@@ -280,7 +280,6 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
             banned=self._banned_words(),
             never=named.never if named is not None else None,
             constraints=named.constraints if named is not None else None,
-            constraint_value=named.value if named is not None else None,
         )
         generated.tags = named.tags if named is not None else None
         return generated

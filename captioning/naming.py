@@ -25,6 +25,7 @@ Three steps, after the novel-object captioning literature:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,14 +49,15 @@ class ObjectNaming:
         max_constraints: at most this many tags constrain one caption (each doubles the search's beams).
         absent_below: while a tag is at least `threshold` probable, a caption word the head knows (one of its words)
             whose probability is below this is not said; 0 never stops a word.
-        value: how much log-probability (per length^length_penalty, as beam search ranks captions) saying a tag is
-            worth: a tag goes into the caption only where it costs less than this (`beam_search`'s
-            `constraint_value`); None forces every confident tag in, wherever it fits least badly.
+        value: how much log-probability (per length^length_penalty, as beam search ranks captions) saying a tag of
+            a frequent word (`frequent`) is worth: such a word, which the model knows where to put, goes into the
+            caption only where it costs less than this (`Constraints.values`). A rarer or new word is always said, as
+            is every tag with None.
         corners: the head also reads the photo's four corners (crops of three quarters of each side, at 224 px), and
             a word's probability is its highest in any of the five views: an object that fills a corner but not the
             photo is named too (on coco-boxes, docs/experiments.md). False reads the whole photo once.
-        anchors_from: new words borrow the rows of one of the vocabulary's this many most frequent words (the
-            words whose rows trained on most captions).
+        frequent: the vocabulary's this many most frequent words (whose rows trained on most captions): the
+            anchors new words borrow rows from, and the words whose tags `value` gates.
         words: the object word list whose class names (dog, cup, ...) name ImageNet classes first; None: the one
             that ships, `captioning/object_words.json`.
     """
@@ -68,7 +70,7 @@ class ObjectNaming:
         absent_below: float = 0.0,
         value: float | None = None,
         corners: bool = True,
-        anchors_from: int = 1000,
+        frequent: int = 1000,
         words: Path | None = None,
     ) -> None:
         if not 0.0 < threshold <= 1.0:
@@ -79,11 +81,11 @@ class ObjectNaming:
             raise ValueError(f"absent_below must be from 0 to below threshold {threshold}, got {absent_below}")
         if value is not None and value <= 0:
             raise ValueError(f"value must be above 0 (or None: every confident tag said), got {value}")
-        if anchors_from < 1:
-            raise ValueError(f"anchors_from must be at least 1, got {anchors_from}")
+        if frequent < 1:
+            raise ValueError(f"frequent must be at least 1, got {frequent}")
         self.threshold, self.max_constraints, self.absent_below = threshold, max_constraints, absent_below
         self.value, self.corners = value, corners
-        self.anchors_from = anchors_from
+        self.frequent = frequent
         self.words = None if words is None else str(words)  # a string: checkpoints hold plain data
 
 
@@ -140,9 +142,8 @@ class SearchInputs:
     """What the search is given for a batch of photos: their tags, the words each must hold, the words each may not."""
 
     tags: list[list[Tag]]
-    constraints: Constraints
+    constraints: Constraints  # with what meeting each is worth
     never: Tensor  # (B, V') True where photo b may not say word v
-    value: float | None  # what meeting a constraint is worth (`beam_search`'s constraint_value)
 
 
 HEAD_SIZE = 224  # the input size EfficientNet-Lite0's ImageNet head was trained at
@@ -179,7 +180,9 @@ class Namer:
             for word in self.class_words.vocabulary
             if word not in vocabulary
         }
-        self.anchors = anchor_words(new, vocabulary, candidates=naming.anchors_from)  # new word -> its anchor
+        self.anchors = anchor_words(new, vocabulary, candidates=naming.frequent)  # new word -> its anchor
+        last_frequent = len(Vocabulary.SPECIALS) + naming.frequent
+        self.frequent = {word for word in self.class_words.vocabulary if word in vocabulary.tokens[:last_frequent]}
         self.vocabulary = Vocabulary([*vocabulary.tokens, *new])  # the old ids unchanged, new words after them
         anchor_ids = torch.tensor([vocabulary.index(self.anchors[word]) for word in new], dtype=torch.long)
         self.decoder = decoder.with_words(anchor_ids.to(next(decoder.parameters()).device))
@@ -233,7 +236,7 @@ class Namer:
         tags = self.class_words.tags_of(probabilities, classes.max(dim=1).values, top=5)
         never = torch.zeros(len(features), len(self.vocabulary), dtype=torch.bool, device=features.device)
         never[:, self.new_ids.to(features.device)] = True  # a new word only where its tag asks for it
-        constraints = []
+        constraints, values = [], []
         index = {word: position for position, word in enumerate(self.class_words.vocabulary)}
         for b, photo_tags in enumerate(tags):
             confident = [t for t in photo_tags if t.probability >= naming.threshold and t.word in self.objects]
@@ -246,4 +249,6 @@ class Namer:
                 for word_id in absent:
                     never[b, list(self.word_ids[word_id])] = True
             constraints.append(photo_constraints)
-        return SearchInputs(tags=tags, constraints=Constraints(constraints), never=never, value=naming.value)
+            gated = naming.value if naming.value is not None else math.inf
+            values.append([gated if tag.word in self.frequent else math.inf for tag in confident])
+        return SearchInputs(tags=tags, constraints=Constraints(constraints, values), never=never)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -129,16 +131,23 @@ class Constraints:
 
     `words[b]` lists image b's constraints, each a tuple of word ids of which the caption must hold one ("zebra"
     or "zebras"); at most `MAX` constraints per image, as the search keeps a beam for every subset of them met.
+    `values[b]`, when given, says what meeting each is worth in the caption's (length-normalised) log-probability:
+    `math.inf` (the default) for a word the caption must hold where any caption can, a number v for a word the caption
+    holds only where holding it costs less than v, so that a word the model can place nowhere naturally is left out.
     """
 
     words: Sequence[Sequence[tuple[int, ...]]]
+    values: Sequence[Sequence[float]] | None = None
 
     MAX = 3
+    MUST = 1e6  # what an infinitely valued constraint adds to a score: more than any caption's log-probability
 
     def __post_init__(self) -> None:
         for b, image in enumerate(self.words):
             if len(image) > self.MAX:
                 raise ValueError(f"image {b} has {len(image)} constraints; the search keeps at most {self.MAX}")
+            if self.values is not None and len(self.values[b]) != len(image):
+                raise ValueError(f"image {b} has {len(image)} constraints and {len(self.values[b])} values")
 
     @property
     def count(self) -> int:
@@ -152,6 +161,16 @@ class Constraints:
             for c, ids in enumerate(image):
                 met[b, list(ids)] |= 1 << c
         return met
+
+    def worth(self, device: torch.device) -> Tensor:
+        """(B, 2^C) what each subset of constraints met adds to a caption's score (`MUST` for each that must be)."""
+        count = self.count
+        worth = torch.zeros(len(self.words), 1 << count, device=device)
+        for b, image in enumerate(self.words):
+            values = self.values[b] if self.values is not None else [math.inf] * len(image)
+            for subset in range(1 << count):
+                worth[b, subset] = sum(min(v, self.MUST) for c, v in enumerate(values) if subset >> c & 1)
+        return worth
 
     def start(self, device: torch.device) -> Tensor:
         """(B,) the subset met before any word: an image with fewer than C constraints has the rest met already."""
@@ -179,7 +198,6 @@ def beam_search(
     banned: Sequence[int] = (),
     never: Tensor | None = None,
     constraints: Constraints | None = None,
-    constraint_value: float | None = None,
 ) -> Generated:
     """Beam search for features (B, L, D), every image at once.
 
@@ -195,11 +213,10 @@ def beam_search(
 
     With `constraints` (C of them at most per image) the search is constrained beam search (Anderson et al. 2017):
     it keeps K beams for each of the 2^C subsets of constraints met, a word moves a beam to the subset it then
-    meets, and each subset keeps the K best of the beams that arrive in it. The caption is the best ended beam of
-    the fullest subset that has one: all constraints met, if any beam met them. With `constraint_value` v, the
-    caption is instead the ended beam of highest (length-normalised) score + v x the constraints it meets: a
-    constraint is met only where meeting it costs the caption less than v (the model's log-probability, per
-    length^length_penalty), so a word the model can place nowhere naturally is left out rather than forced in.
+    meets, and each subset keeps the K best of the beams that arrive in it. The caption is the ended beam of highest
+    (length-normalised) score plus what the constraints it meets are worth (`Constraints.values`): by default every
+    constraint must be met, so it is the best ended beam of the fullest subset that has one; a constraint worth v is
+    met only where meeting it costs the caption less than v.
     """
     batch, locations = features.shape[0], features.shape[1]
     k = beam_size
@@ -281,13 +298,8 @@ def beam_search(
     ended = finished & ~scores.isneginf()  # (B, M) beams that ended with <end> (not empty slots)
     ranked = _length_normalised(scores, lengths + finished.long(), length_penalty)
     ranked = ranked.masked_fill(~ended & ended.any(dim=1, keepdim=True), float("-inf"))
-    if met_by is not None:
-        fullness = torch.tensor([bin(s).count("1") for s in range(groups)], device=features.device)[group_of_slot]
-        if constraint_value is not None:  # each constraint met is worth constraint_value
-            ranked = ranked + constraint_value * fullness.to(ranked.dtype)
-        else:  # the fullest subset with a beam wins
-            fullness = torch.where(ranked.isneginf(), -1, fullness.expand(batch, m))  # (B, M) constraints met
-            ranked = ranked.masked_fill(fullness < fullness.max(dim=1, keepdim=True).values, float("-inf"))
+    if met_by is not None:  # what the constraints each beam met are worth
+        ranked = ranked + constraints.worth(features.device)[:, group_of_slot].to(ranked.dtype)  # (B, M)
     best = ranked.argmax(dim=1)  # (B,)
     out_tokens, out_weights = [], []
     for b in range(batch):

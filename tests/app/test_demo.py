@@ -402,7 +402,7 @@ def test_a_caption_answer_is_held_to_what_the_app_promises():
         [gallery[0], {"image": None, "caption": "dog: 62% on top 5%"}],  # without its picture
     ):
         assert "overlays titled" in demo.CaptionAnswer.from_api(("a dog", broken, "a.zip", "")).problem()
-    with pytest.raises(ValueError, match="not a .caption, gallery, zip. answer"):
+    with pytest.raises(ValueError, match="not a .caption, gallery, zip, tags. answer"):
         demo.CaptionAnswer.from_api(("a dog", gallery))
     # the titles the app writes are the ones it describes
     assert demo.OVERLAY_TITLE.fullmatch(demo.overlay_title("hop 2", 0.4))["label"] == "hop 2"

@@ -104,9 +104,23 @@ def test_a_constraint_is_met_where_it_costs_less_than_its_value():
     for value, expected in ((1.5, [A, ZEBRA]), (0.5, [A, DOG, RUNS])):
         found = beam_search(
             decoder, torch.zeros(1, 4, 3), start_id=START, end_id=END, max_length=5, beam_size=2,
-            banned=(PAD, START, UNK), constraints=Constraints([[(ZEBRA,)]]), constraint_value=value,
+            banned=(PAD, START, UNK), constraints=Constraints([[(ZEBRA,)]], [[value]]),
         )  # fmt: skip
         assert found.tokens[0][: len(expected)] == expected
+
+
+def test_a_must_constraint_and_a_gated_one_together():
+    """"zebra" must be said; "runs" is worth 0.1 nat: after "a zebra" (0.15), saying "runs" costs nothing more
+    ("a zebra runs" is 0.15 too), so it is said; worth 0.1 against "a dog runs" it would not be."""
+    table = bigram(
+        {START: {A: 1.0}, A: {DOG: 0.7, ZEBRA: 0.3}, DOG: {RUNS: 0.6, END: 0.4}, ZEBRA: {END: 0.5, RUNS: 0.5},
+         RUNS: {END: 1.0}},
+        vocab=9,
+    )  # fmt: skip
+    found = toy_search(BigramDecoder(table), Constraints([[(ZEBRA,), (RUNS,)]], [[math.inf, 0.1]]))
+    assert found.tokens == [[A, ZEBRA, RUNS]]
+    with pytest.raises(ValueError, match="1 constraints and 2 values"):
+        Constraints([[(ZEBRA,)]], [[1.0, 2.0]])
 
 
 def test_constrained_beam_search_is_exact_when_the_beam_holds_every_caption():
@@ -241,7 +255,7 @@ def test_a_words_probability_sums_its_classes(class_words):
 @pytest.mark.parametrize(
     "options, message",
     [({"threshold": 0}, "threshold"), ({"max_constraints": 4}, "max_constraints"),
-     ({"absent_below": 0.5, "threshold": 0.3}, "absent_below"), ({"anchors_from": 0}, "anchors_from")],
+     ({"absent_below": 0.5, "threshold": 0.3}, "absent_below"), ({"frequent": 0}, "frequent")],
 )  # fmt: skip
 def test_naming_options_out_of_range_are_refused(options, message):
     with pytest.raises(ValueError, match=message):
