@@ -20,6 +20,7 @@ from typing import Any
 
 from PIL import Image
 
+from data.caption_questions import IMAGE_PATTERN, SPLITS, annotation_file, question_file
 from data.errors import DatasetFormatError
 from data.images import load_image
 from data.json_files import read_json_object
@@ -376,3 +377,21 @@ def _check_pattern(split: str, pattern: str) -> None:
         raise ValueError(
             f"split {split!r}: image pattern {pattern!r} must use only the field {{image_id}} ({error!r})"
         ) from error
+
+
+class Flickr8kQa(Vqa2Questions):
+    """Flickr8k-QA: questions formed from Flickr8k's captions by COCO-QA's four rules (object, number, color,
+    location), written by `python -m vqa.caption_questions` in the VQA v2 layout with Flickr8k's train/val/test
+    photo split (`data.caption_questions`). One answer per question, repeated 10 times, as DAQUAR's.
+
+    Args:
+        root: the folder the command wrote: flickr8k_qa_{train,val,test}_*.json and images/ (links to the photos).
+        name: a short name for the images (part of the feature-cache key).
+    """
+
+    def __init__(self, *, root: Path, name: str = "flickr8k-qa") -> None:
+        splits = {
+            split: Vqa2Split(questions=question_file(split), annotations=annotation_file(split), images=IMAGE_PATTERN)
+            for split in SPLITS
+        }
+        super().__init__(root=root, splits=splits, name=name)
