@@ -235,8 +235,8 @@ class CaptionReader:
             following = tokens[i + 1]
             if self.participle(following):
                 return Clause(subject, "progressive", following, self.lexicon.verb_base(following), tuple(tokens[i + 2 :]))
-            if following in LOCATION_PREPOSITIONS:
-                return Clause(subject, "copula", word, "be", tuple(tokens[i + 1 :]))
+            if following in LOCATION_PREPOSITIONS and (tokens[i + 2 : i + 3] or [""])[0] in DETERMINERS:
+                return Clause(subject, "copula", word, "be", tuple(tokens[i + 1 :]))  # "is in the water"
             return None
         if self.participle(word):
             return Clause(subject, "participle", word, self.lexicon.verb_base(word), tuple(tokens[i + 1 :]))
@@ -336,15 +336,21 @@ def _color_questions(tokens: Sequence[str], reader: CaptionReader) -> list[Quest
     for i, word in enumerate(tokens):
         if word not in COLORS or i == 0:
             continue
-        before = tokens[i - 1]
-        if before in COLORS or before in ("and", "or") or not (before in DETERMINERS or before in NUMBERS
-                                                                or reader.lexicon.is_adjective(before)):
+        before = tokens[i - 1]  # "a red", "small red": not "in black" (a colour as a noun) nor "black and red"
+        if before in COLORS or before in BOUNDARIES or not (before in DETERMINERS or before in NUMBERS
+                                                            or reader.lexicon.is_adjective(before)):
             continue
         phrase = reader.noun_phrase(tokens, i + 1)
         if phrase is None or phrase.determiner is not None:
             continue
-        if phrase.end < len(tokens) and tokens[phrase.end] in ("of", "and", "or"):  # "a red shirt and hat"
+        following = tokens[phrase.end : phrase.end + 1]
+        if following and following[0] in ("of", "and", "or"):  # "a red shirt and hat"
             continue
+        subject = all(t in DETERMINERS or t in NUMBERS or reader.lexicon.is_adjective(t) for t in tokens[:i])
+        after = tokens[phrase.end + 1 : phrase.end + 2]
+        if following and not subject and reader.lexicon.is_noun(following[0]) and following[0] not in BOUNDARIES \
+                and (not after or after[0] in BOUNDARIES):
+            continue  # "in white plastic chairs that": "chairs" may be the phrase's head as well as a verb
         if any(w in COLORS for w in phrase.words) or phrase.head in PEOPLE or tokens.count(phrase.head) > 1:
             continue
         if reader.lexicon.noun_base(phrase.head) in PEOPLE:
@@ -465,6 +471,12 @@ def annotation_file(split: str) -> str:
     return f"flickr8k_qa_{split}_annotations.json"
 
 
+def photo_file(split: str) -> str:
+    """The list of every photo of the caption split, asked about or not: the feature cache's images, so that a
+    change of the rules (other questions, other photos asked about) does not make the photos be encoded again."""
+    return f"flickr8k_qa_{split}_photos.json"
+
+
 IMAGE_PATTERN = "images/{image_id}.jpg"  # a link to the caption set's photo, made by `write_question_set`
 
 
@@ -505,10 +517,10 @@ def question_set(
 
 
 def write_question_set(
-    questions: Mapping[str, Sequence[PhotoQuestion]], photos: Mapping[int, Path], out: Path
+    questions: Mapping[str, Sequence[PhotoQuestion]], photos: Sequence[CaptionedPhoto], out: Path
 ) -> dict[str, Path]:
-    """Write each split's question and annotation files into `out`, and link `out/images/<id>.jpg` to each
-    asked-about photo (the photos stay where they are). Returns split -> its question file."""
+    """Write each split's question, annotation and photo files into `out`, and link `out/images/<id>.jpg` to each
+    photo of the caption set (the photos stay where they are). Returns split -> its question file."""
     out = Path(out)
     (out / "images").mkdir(parents=True, exist_ok=True)
     written, first_id = {}, 0
@@ -518,11 +530,13 @@ def write_question_set(
         for name, document in zip((question_file(split), annotation_file(split)), documents):
             (out / name).write_text(json.dumps(document), encoding="utf-8")
         written[split] = out / question_file(split)
-        for photo in dict.fromkeys(q.photo for q in split_questions):
-            link = out / IMAGE_PATTERN.format(image_id=photo)
+        split_photos = [photo for photo in photos if photo.split == split]
+        (out / photo_file(split)).write_text(json.dumps({"image_ids": [photo.photo for photo in split_photos]}))
+        for photo in split_photos:
+            link = out / IMAGE_PATTERN.format(image_id=photo.photo)
             if link.is_symlink() or link.exists():
                 link.unlink()
-            link.symlink_to(Path(photos[photo]).resolve())
+            link.symlink_to(Path(photo.path).resolve())
     return written
 
 

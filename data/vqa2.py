@@ -20,7 +20,7 @@ from typing import Any
 
 from PIL import Image
 
-from data.caption_questions import IMAGE_PATTERN, SPLITS, annotation_file, question_file
+from data.caption_questions import IMAGE_PATTERN, SPLITS, annotation_file, photo_file, question_file
 from data.errors import DatasetFormatError
 from data.images import load_image
 from data.json_files import read_json_object
@@ -395,3 +395,22 @@ class Flickr8kQa(Vqa2Questions):
             for split in SPLITS
         }
         super().__init__(root=root, splits=splits, name=name)
+        self._photos: dict[str, list[str]] = {}
+
+    def image_ids(self, split: str) -> list[str]:
+        """Every photo of the caption split, asked about or not (its photo file), so that the feature cache keeps
+        its images when the questions change."""
+        self._check_split(split)
+        if split not in self._photos:
+            path = self._existing(split, photo_file(split))
+            ids = read_json_object(path).get("image_ids")
+            if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+                raise DatasetFormatError(f"{path}: expected {{'image_ids': [integer, ...]}}")
+            self._photos[split] = [str(i) for i in ids]
+            missing = {s.image_id for s in self.questions(split)} - set(self._photos[split])
+            if missing:
+                raise DatasetFormatError(f"{path}: lacks photo {min(missing)}, which a question of {split} is about")
+        return list(self._photos[split])
+
+    def image_path(self, image_id: str) -> Path:
+        return self._root / IMAGE_PATTERN.format(image_id=image_id)

@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DatasetFormatError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    write_question_set(questions, {photo.photo: photo.path for photo in photos}, args.out)
+    write_question_set(questions, photos, args.out)
     print(summary(questions))
     print(f"wrote {', '.join(questions)} to {args.out}")
     return 0

@@ -20,6 +20,7 @@ from data.caption_questions import (
     photo_questions,
     thin_common_answers,
 )
+from data.errors import DatasetFormatError
 from data.vqa2 import Flickr8kQa
 from vqa.caption_questions import main
 from vqa.datamodule import VqaDataModule
@@ -82,6 +83,8 @@ def test_a_counted_object_and_a_copula_place(reader):
     "a man wearing a hat walks down the street",  # two verbs: the rules would join its parts wrongly
     "a boy and a girl bouncing on a ball",  # a subject of two phrases
     "a group of people",  # no verb
+    "a skier dressed in black speeds down the mountain",  # "black" a noun: not "the color of the speeds"
+    "a boy is inside holding something on top of his head",  # "is inside" without a place
 ])
 def test_a_caption_no_rule_reads_well_gives_no_question(reader, caption):
     assert asked(caption, reader) == []
@@ -114,6 +117,7 @@ CAPTIONS = {  # photo -> split and captions
     1: ("train", ["two children play in the snow", "a man in a red shirt climbs a rock"]),
     2: ("val", ["a dog is in the water"]),
     3: ("test", ["a boy throws a ball", "a group of people"]),
+    4: ("val", ["a group of people"]),  # no question: still a photo of the split
 }
 
 
@@ -141,7 +145,8 @@ def test_the_command_writes_a_set_the_vqa_reader_and_data_module_read(tmp_path, 
     assert test[0].answers == ("boy",) * 10 and test[0].answer_type == "other"
     number = next(s for s in dataset.questions("train") if s.question_type == "number")
     assert (number.question, number.answer, number.answer_type) == ("how many children play in the snow?", "two", "number")
-    assert dataset.image_ids("val") == ["2"] and dataset.load("2").getpixel((16, 16))[1] in range(80, 101)
+    # every photo of the caption split, asked about or not: the feature cache's images do not follow the rules
+    assert dataset.image_ids("val") == ["2", "4"] and dataset.load("4").getpixel((16, 16))[0] in range(150, 171)
     module = VqaDataModule(dataset=dataset)
     words, answers = module.build_vocabularies()
     assert set(answers.answers) == {"dog", "two", "black", "red", "grass", "snow"}
@@ -165,3 +170,10 @@ def test_a_split_without_questions_is_refused_in_one_line(tmp_path, capsys):
     photos = {k: v for k, v in CAPTIONS.items() if v[0] != "val"}
     assert main([str(karpathy_file(tmp_path / "b", photos)), str(tmp_path / "qa")]) == 2
     assert "the val split has no questions (no photos)" in capsys.readouterr().err
+
+
+def test_a_photo_list_without_a_questions_photo_is_refused(tmp_path):
+    assert main([str(karpathy_file(tmp_path / "captions")), str(tmp_path / "qa")]) == 0
+    (tmp_path / "qa" / "flickr8k_qa_val_photos.json").write_text(json.dumps({"image_ids": [4]}))
+    with pytest.raises(DatasetFormatError, match="lacks photo 2, which a question of val is about"):
+        Flickr8kQa(root=tmp_path / "qa").image_ids("val")
