@@ -63,6 +63,8 @@ PEOPLE = frozenset(
 # nouns after a location preposition that name a part or a view, not a place ("in front of", "on top of")
 NOT_PLACES = frozenset({"front", "top", "side", "middle", "edge", "camera", "picture", "background", "foreground",
                         "distance", "way", "midst", "center", "centre", "bottom", "end", "shape", "form", "air"})
+# verbs whose object is no thing to ask about ("takes a rest", "makes a jump", "does a trick")
+LIGHT_VERBS = frozenset({"take", "make", "do", "have", "get", "give"})
 # verbs whose prepositional phrase says where the subject looks or what it wears, not where it is
 NOT_LOCATED = frozenset({"look", "stare", "smile", "point", "wear", "watch", "be", "have", "do", "get"})
 IRREGULAR_PLURALS = frozenset({"people", "children", "men", "women", "feet", "teeth", "geese", "mice"})
@@ -251,8 +253,11 @@ class CaptionReader:
             if word in ("is", "are", "was", "were"):
                 return True
             if i and self.lexicon.is_noun(words[i - 1]) and self.finite_after(words[i:], self._plural(words[i - 1])):
-                if self.lexicon.verb_base(word) != word or word.endswith("s"):
-                    return True
+                return True  # "a hat walks", "blue jeans enjoy"
+            after = words[i + 1] if i + 1 < len(words) else ""
+            if i and self._content(words[i - 1]) and self.participle(word) and (
+                    not after or after in BOUNDARIES or after in DETERMINERS):
+                return True  # "wearing brown running in dirt" (but "a rock climbing wall" is one phrase)
         return False
 
 
@@ -316,7 +321,7 @@ def _subject_questions(clause: Clause, reader: CaptionReader) -> list[Question]:
 def _object_questions(clause: Clause, reader: CaptionReader) -> list[Question]:
     """The verb's object: "a man throws a ball" -> what does the man throw? (ball);
     "a man holds two puppies" -> how many puppies does the man hold? (two)."""
-    if clause.form == "copula" or clause.base in NOT_LOCATED - {"wear", "hold", "watch"}:
+    if clause.form == "copula" or clause.base in LIGHT_VERBS | (NOT_LOCATED - {"wear", "hold", "watch"}):
         return []
     phrase = reader.noun_phrase(clause.rest, 0)
     if phrase is None or phrase.determiner is None or not _ends_phrase(clause.rest, phrase.end):
@@ -337,8 +342,8 @@ def _color_questions(tokens: Sequence[str], reader: CaptionReader) -> list[Quest
         if word not in COLORS or i == 0:
             continue
         before = tokens[i - 1]  # "a red", "small red": not "in black" (a colour as a noun) nor "black and red"
-        if before in COLORS or before in BOUNDARIES or not (before in DETERMINERS or before in NUMBERS
-                                                            or reader.lexicon.is_adjective(before)):
+        if before in COLORS or before in BOUNDARIES or reader.participle(before) or not (
+                before in DETERMINERS or before in NUMBERS or reader.lexicon.is_adjective(before)):
             continue
         phrase = reader.noun_phrase(tokens, i + 1)
         if phrase is None or phrase.determiner is not None:

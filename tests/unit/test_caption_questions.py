@@ -85,9 +85,18 @@ def test_a_counted_object_and_a_copula_place(reader):
     "a group of people",  # no verb
     "a skier dressed in black speeds down the mountain",  # "black" a noun: not "the color of the speeds"
     "a boy is inside holding something on top of his head",  # "is inside" without a place
+    "a boy wearing brown running in dirt",  # a second verb, and "brown" a noun
+    "two small children wearing blue jeans enjoy swinging in a tire swing",  # a second verb: "enjoy"
 ])
 def test_a_caption_no_rule_reads_well_gives_no_question(reader, caption):
     assert asked(caption, reader) == []
+
+
+def test_a_light_verbs_object_is_no_thing_to_ask_about(reader):
+    assert asked("a snowboarder takes a rest on the mountainside", reader) == [
+        ("object", "what takes a rest on the mountainside?", "snowboarder"),
+        ("location", "where does the snowboarder take a rest?", "mountainside"),
+    ]
 
 
 def test_colours_are_never_asked_of_people_nor_of_two_coloured_things(reader):
