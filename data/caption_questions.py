@@ -44,11 +44,11 @@ COLORS = frozenset(
 # where a thing is: the prepositions whose object is a place ("in the water", "through the grass")
 LOCATION_PREPOSITIONS = frozenset(
     {"in", "on", "through", "across", "into", "onto", "along", "near", "under", "down", "up", "inside",
-     "beside", "behind", "around", "by"}
+     "beside", "around"}
 )
 # words that end a noun phrase and are never part of one
 BOUNDARIES = LOCATION_PREPOSITIONS | frozenset(
-    {"over", "and", "or", "but", "while", "with", "as", "at", "of", "for", "from", "to", "toward", "towards", "past",
+    {"over", "behind", "by", "and", "or", "but", "while", "with", "as", "at", "of", "for", "from", "to", "toward", "towards", "past",
      "next", "during", "after", "before", "off", "against", "outside", "out", "among", "between", "beneath",
      "below", "above", "underneath", "alongside", "atop", "like", "that", "who", "which", "where", "is", "are",
      "was", "were", "his", "her", "their", "its", "some", "one", "another", "other", "very", "each", "has", "have",
@@ -87,6 +87,9 @@ class Lexicon(Protocol):
     def verb_base(self, word: str) -> str | None:
         """The base form of a verb ("runs" -> "run", "running" -> "run"); None for no verb."""
 
+    def names_a_person(self, word: str) -> bool:
+        """Whether the noun's first sense is a kind of person ("musician", "skier"; not "dog")."""
+
 
 class WordNetLexicon:
     """A `Lexicon` from WordNet: a word's parts of speech are those of its synsets, its base form WordNet's
@@ -117,6 +120,11 @@ class WordNetLexicon:
 
     def verb_base(self, word: str) -> str | None:
         return self._base(word, "v")
+
+    def names_a_person(self, word: str) -> bool:
+        senses = self._wordnet.synsets(word, pos="n")
+        person = self._wordnet.synset("person.n.01")
+        return bool(senses) and (senses[0] == person or person in senses[0].closure(lambda s: s.hypernyms()))
 
 
 @dataclass(frozen=True)
@@ -358,7 +366,7 @@ def _color_questions(tokens: Sequence[str], reader: CaptionReader) -> list[Quest
             continue  # "in white plastic chairs that": "chairs" may be the phrase's head as well as a verb
         if any(w in COLORS for w in phrase.words) or phrase.head in PEOPLE or tokens.count(phrase.head) > 1:
             continue
-        if reader.lexicon.noun_base(phrase.head) in PEOPLE:
+        if reader.lexicon.noun_base(phrase.head) in PEOPLE or reader.lexicon.names_a_person(phrase.head):
             continue
         questions.append(Question(f"what is the color of the {phrase.head}?", word, "color"))
     return questions

@@ -102,6 +102,12 @@ def test_a_light_verbs_object_is_no_thing_to_ask_about(reader):
 def test_colours_are_never_asked_of_people_nor_of_two_coloured_things(reader):
     assert [q for q in asked("a black man runs through the grass", reader) if q[0] == "color"] == []
     assert [q for q in asked("a dog catches a red and white ball", reader) if q[0] == "color"] == []
+    assert [q for q in asked("people stand around a yellow suited musician", reader) if q[0] == "color"] == []
+
+
+def test_behind_and_by_name_no_place(reader):
+    assert [q for q in asked("a black dog paddles behind a black cat", reader) if q[0] == "location"] == []
+    assert [q for q in asked("a dog is pulled by a man", reader) if q[0] == "location"] == []
 
 
 def test_a_question_two_captions_of_a_photo_answer_differently_is_dropped(reader):
