@@ -48,7 +48,8 @@ LOCATION_PREPOSITIONS = frozenset(
 )
 # words that end a noun phrase and are never part of one
 BOUNDARIES = LOCATION_PREPOSITIONS | frozenset(
-    {"over", "behind", "by", "and", "or", "but", "while", "with", "as", "at", "of", "for", "from", "to", "toward", "towards", "past",
+    {"over", "behind", "by", "and", "or", "but", "while", "with", "as", "at", "of", "for", "from", "to", "toward",
+     "towards", "past",
      "next", "during", "after", "before", "off", "against", "outside", "out", "among", "between", "beneath",
      "below", "above", "underneath", "alongside", "atop", "like", "that", "who", "which", "where", "is", "are",
      "was", "were", "his", "her", "their", "its", "some", "one", "another", "other", "very", "each", "has", "have",
@@ -151,7 +152,8 @@ class NounPhrase:
         return self.words[-1]
 
     def definite(self) -> str:
-        """The phrase as a question refers back to it: "a black dog" -> "the black dog", "two dogs" -> "the two dogs"."""
+        """The phrase as a question refers back to it: "a black dog" -> "the black dog", "two dogs" -> "the two
+        dogs"."""
         number = [self.determiner] if self.determiner in NUMBERS else []
         return " ".join(["the", *number, *self.words])
 
@@ -225,7 +227,8 @@ class CaptionReader:
             plural = self._plural(head)
             after = tokens[i:]
             if not after or after[0] in BOUNDARIES or self.finite_after(after, plural) or self.participle(after[0]):
-                return NounPhrase(start=start, end=i, determiner=determiner, words=tuple(tokens[first:i]), plural=plural)
+                words = tuple(tokens[first:i])
+                return NounPhrase(start=start, end=i, determiner=determiner, words=words, plural=plural)
         return None
 
     def clause(self, tokens: Sequence[str]) -> Clause | None:
@@ -244,7 +247,8 @@ class CaptionReader:
                 return None
             following = tokens[i + 1]
             if self.participle(following):
-                return Clause(subject, "progressive", following, self.lexicon.verb_base(following), tuple(tokens[i + 2 :]))
+                base = self.lexicon.verb_base(following)
+                return Clause(subject, "progressive", following, base, tuple(tokens[i + 2 :]))
             if following in LOCATION_PREPOSITIONS and (tokens[i + 2 : i + 3] or [""])[0] in DETERMINERS:
                 return Clause(subject, "copula", word, "be", tuple(tokens[i + 1 :]))  # "is in the water"
             return None
@@ -322,7 +326,8 @@ def _subject_questions(clause: Clause, reader: CaptionReader) -> list[Question]:
         verb = _auxiliary(clause)
         return [Question(f"what {verb} {rest}?", subject.head, "object")]
     if subject.determiner in NUMBERS:
-        return [Question(f"how many {' '.join(subject.words)} {_auxiliary(clause)} {rest}?", subject.determiner, "number")]
+        asked = f"how many {' '.join(subject.words)} {_auxiliary(clause)} {rest}?"
+        return [Question(asked, subject.determiner, "number")]
     return []
 
 
@@ -520,7 +525,8 @@ def question_set(
     result = {}
     for split, questions in found.items():
         if not questions:
-            why = "no photos" if not photo_count[split] else f"no caption of its {photo_count[split]} photos fits a rule"
+            count = photo_count[split]
+            why = f"no caption of its {count} photos fits a rule" if count else "no photos"
             raise DatasetFormatError(f"the {split} split has no questions ({why}); the caption set needs all of "
                                      f"{', '.join(SPLITS)}")
         totals = Counter(q.kind for q in questions)
