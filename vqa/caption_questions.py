@@ -49,16 +49,21 @@ def summary(questions: Mapping[str, Sequence[PhotoQuestion]], *, top: int = 8) -
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m vqa.caption_questions", description=__doc__.split("\n\n")[0])
     parser.add_argument("captions", type=Path, help="a Karpathy split file, such as dataset_flickr8k.json")
     parser.add_argument("out", type=Path, help="the folder to write the question set into")
     parser.add_argument("--image-dir", default="images", help="the photos' folder, relative to the caption file's")
     parser.add_argument("--cap-share", type=float, default=CAP_SHARE,
                         help="the largest share of its type's questions one answer keeps in a split")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = parser()
+    args = arguments.parse_args(argv)
     if not 0 < args.cap_share <= 1:
-        parser.error(f"--cap-share is a share in (0, 1], got {args.cap_share}")
+        arguments.error(f"--cap-share is a share in (0, 1], got {args.cap_share}")
     try:
         photos = karpathy_photos(args.captions, image_dir=args.image_dir)
         ensure_wordnet()
