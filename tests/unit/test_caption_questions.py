@@ -5,10 +5,8 @@ the one-line errors for bad input."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from PIL import Image
 
 from core.training.wordnet import ensure_wordnet
 from data.caption_questions import (
@@ -22,6 +20,8 @@ from data.caption_questions import (
 )
 from data.errors import DatasetFormatError
 from data.vqa2 import Flickr8kQa
+from tests.helpers import TINY_CAPTIONS as CAPTIONS
+from tests.helpers import karpathy_file
 from vqa.caption_questions import main
 from vqa.datamodule import VqaDataModule
 
@@ -125,28 +125,7 @@ def test_thinning_keeps_at_most_the_cap_per_answer_whatever_the_order():
     assert kept == [q for q in questions if q in kept]  # the input order
 
 
-# -- the command on a tiny caption file ----------------------------------------------------------------------------
-
-CAPTIONS = {  # photo -> split and captions
-    0: ("train", ["a dog runs through the grass", "a black dog runs through the grass"]),
-    1: ("train", ["two children play in the snow", "a man in a red shirt climbs a rock"]),
-    2: ("val", ["a dog is in the water"]),
-    3: ("test", ["a boy throws a ball", "a group of people"]),
-    4: ("val", ["a group of people"]),  # no question: still a photo of the split
-}
-
-
-def karpathy_file(root: Path, photos: dict = CAPTIONS) -> Path:
-    (root / "images").mkdir(parents=True, exist_ok=True)
-    entries = []
-    for imgid, (split, captions) in photos.items():
-        Image.new("RGB", (32, 32), (imgid * 40, 90, 30)).save(root / "images" / f"photo_{imgid}.jpg")
-        sentences = [{"raw": c.capitalize() + ".", "tokens": c.split(), "imgid": imgid} for c in captions]
-        entries.append({"filename": f"photo_{imgid}.jpg", "imgid": imgid, "split": split, "sentences": sentences})
-    path = root / "dataset_tiny.json"
-    path.write_text(json.dumps({"dataset": "tiny", "images": entries}))
-    return path
-
+# -- the command on a tiny caption file (tests.helpers.TINY_CAPTIONS) ----------------------------------------------
 
 def test_the_command_writes_a_set_the_vqa_reader_and_data_module_read(tmp_path, capsys):
     assert main([str(karpathy_file(tmp_path / "captions")), str(tmp_path / "qa"), "--cap-share", "1"]) == 0
