@@ -12,12 +12,12 @@ conjunctions, number and colour words) are fixed lists here, every other word's 
 from a `Lexicon` (WordNet through `WordNetLexicon`). A caption is parsed as far as the shape
 `[det] modifiers* noun verb-group rest` goes; a question is formed only where its rule's pattern is found whole,
 and a caption no rule reads well gives no question (nothing is guessed). Colour questions never ask about people
-("the color of the man"): a person's colour is not what the question means.
+("a black man"): the answer would be about skin, not about anything the photo's objects are coloured.
 
 `caption_questions` turns one caption into questions; `question_set` turns the captions of many photos into a
 set, one question per (photo, question) (a question the photo's captions answer differently is dropped), with
-the common answers thinned (`thin_common_answers`). `write_vqa2_split` writes a split in the layout
-`data.vqa2.Vqa2Questions` reads.
+the common answers thinned (`thin_common_answers`). `write_question_set` writes the splits in the layout
+`data.vqa2.Flickr8kQa` reads; `karpathy_photos` reads a Karpathy split file's photos and captions.
 """
 
 from __future__ import annotations
@@ -49,12 +49,12 @@ LOCATION_PREPOSITIONS = frozenset(
 # words that end a noun phrase and are never part of one
 BOUNDARIES = LOCATION_PREPOSITIONS | frozenset(
     {"over", "behind", "by", "and", "or", "but", "while", "with", "as", "at", "of", "for", "from", "to", "toward",
-     "towards", "past",
-     "next", "during", "after", "before", "off", "against", "outside", "out", "among", "between", "beneath",
-     "below", "above", "underneath", "alongside", "atop", "like", "that", "who", "which", "where", "is", "are",
-     "was", "were", "his", "her", "their", "its", "some", "one", "another", "other", "very", "each", "has", "have",
-     "s", "it", "he", "she", "they", "them", "him", "this", "these", "those", "there", "not", "no", "all", "only",
-     "just", "back", "away", "together", "then", "so", "if", "than", "too", "also", "about", "via", "upon", "own"}
+     "towards", "past", "next", "during", "after", "before", "off", "against", "outside", "out", "among", "between",
+     "beneath", "below", "above", "underneath", "alongside", "atop", "like", "that", "who", "which", "where", "is",
+     "are", "was", "were", "his", "her", "their", "its", "some", "one", "another", "other", "very", "each", "has",
+     "have", "s", "it", "he", "she", "they", "them", "him", "this", "these", "those", "there", "not", "no", "all",
+     "only", "just", "back", "away", "together", "then", "so", "if", "than", "too", "also", "about", "via", "upon",
+     "own"}
 )
 PEOPLE = frozenset(
     {"man", "woman", "boy", "girl", "person", "people", "child", "children", "kid", "kids", "men", "women", "boys",
