@@ -80,8 +80,6 @@ class Lexicon(Protocol):
 
     def is_adjective(self, word: str) -> bool: ...
 
-    def is_verb(self, word: str) -> bool: ...
-
     def noun_base(self, word: str) -> str | None:
         """The singular of a noun ("dogs" -> "dog"), the word itself when singular; None for no noun."""
 
@@ -112,9 +110,6 @@ class WordNetLexicon:
 
     def is_adjective(self, word: str) -> bool:
         return self._base(word, "a") is not None or self._base(word, "s") is not None
-
-    def is_verb(self, word: str) -> bool:
-        return self._base(word, "v") is not None
 
     def noun_base(self, word: str) -> str | None:
         return self._base(word, "n")
@@ -309,7 +304,7 @@ def caption_questions(tokens: Sequence[str], *, reader: CaptionReader) -> list[Q
     clause = reader.clause(tokens)
     clean = clause is not None and 0 < len(clause.rest) <= MAX_REST and not reader.second_verb(clause.rest)
     if clean:
-        questions += _subject_questions(clause, reader)
+        questions += _subject_questions(clause)
         questions += _object_questions(clause, reader)
     questions += _color_questions(tokens, reader)
     if clean:
@@ -318,7 +313,7 @@ def caption_questions(tokens: Sequence[str], *, reader: CaptionReader) -> list[Q
     return sorted(questions, key=lambda q: order[q.kind])
 
 
-def _subject_questions(clause: Clause, reader: CaptionReader) -> list[Question]:
+def _subject_questions(clause: Clause) -> list[Question]:
     """object: "a dog runs through the grass" -> what runs through the grass? (dog);
     number: "two dogs play in the snow" -> how many dogs play in the snow? (two)."""
     subject, rest = clause.subject, " ".join(clause.rest)
