@@ -12,7 +12,6 @@ from core.training.wordnet import ensure_wordnet
 from data.caption_questions import (
     CaptionReader,
     PhotoQuestion,
-    Question,
     WordNetLexicon,
     caption_questions,
     photo_questions,
