@@ -20,7 +20,7 @@ from typing import Any
 
 from PIL import Image
 
-from data.caption_questions import IMAGE_PATTERN, SPLITS, annotation_file, photo_file, question_file
+from data.question_sets import IMAGE_PATTERN, SPLITS, annotation_file, photo_file, question_file
 from data.errors import DatasetFormatError
 from data.images import load_image
 from data.json_files import read_json_object

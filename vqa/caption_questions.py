@@ -1,6 +1,6 @@
 """`python -m vqa.caption_questions CAPTIONS.json OUT/`: a VQA question set from a Karpathy-layout caption file.
 
-Forms questions from each photo's captions by COCO-QA's four rules (`data.caption_questions`: object, number,
+Forms questions from each photo's captions by COCO-QA's four rules (`data.caption_questions`, `data.question_sets`: object, number,
 color, location; parts of speech from WordNet, installed offline by `core.training.wordnet`), keeps the caption
 file's train/val/test split by photo, thins each split's common answers, and writes the split files that
 `data.vqa2.Flickr8kQa` (configs/vqa/flickr8k_qa_san.yaml) reads, with links to the photos:
@@ -19,18 +19,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from core.training.wordnet import ensure_wordnet
-from data.caption_questions import (
+from data.caption_questions import QUESTION_TYPES, CaptionReader, WordNetLexicon
+from data.errors import DatasetFormatError
+from data.question_sets import (
     CAP_SHARE,
-    QUESTION_TYPES,
-    CaptionReader,
     PhotoQuestion,
-    WordNetLexicon,
     answer_counts,
     karpathy_photos,
     question_set,
     write_question_set,
 )
-from data.errors import DatasetFormatError
 
 
 def summary(questions: Mapping[str, Sequence[PhotoQuestion]], *, top: int = 8) -> str:

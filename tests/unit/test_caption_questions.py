@@ -9,14 +9,8 @@ import json
 import pytest
 
 from core.training.wordnet import ensure_wordnet
-from data.caption_questions import (
-    CaptionReader,
-    PhotoQuestion,
-    WordNetLexicon,
-    caption_questions,
-    photo_questions,
-    thin_common_answers,
-)
+from data.caption_questions import CaptionReader, WordNetLexicon, caption_questions
+from data.question_sets import PhotoQuestion, photo_questions, thin_common_answers
 from data.errors import DatasetFormatError
 from data.vqa2 import Flickr8kQa
 from tests.helpers import TINY_CAPTIONS as CAPTIONS
