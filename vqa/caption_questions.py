@@ -1,8 +1,8 @@
 """`python -m vqa.caption_questions CAPTIONS.json OUT/`: a VQA question set from a Karpathy-layout caption file.
 
-Forms questions from each photo's captions by COCO-QA's four rules (`data.caption_questions`, `data.question_sets`: object, number,
-color, location; parts of speech from WordNet, installed offline by `core.training.wordnet`), keeps the caption
-file's train/val/test split by photo, thins each split's common answers, and writes the split files that
+Forms questions from each photo's captions by COCO-QA's four rules (`data.caption_questions`: object, number, color,
+location; parts of speech from WordNet, installed offline by `core.training.wordnet`), keeps the caption file's
+train/val/test split by photo, thins each split's common answers, and writes the split files that
 `data.vqa2.Flickr8kQa` (configs/vqa/flickr8k_qa_san.yaml) reads, with links to the photos:
 
     python -m vqa.caption_questions PATH/TO/flickr8k/dataset_flickr8k.json datasets/flickr8k_qa
