@@ -75,7 +75,6 @@ from captioning.export import (
     HeadChoice,
     UnknownWordsError,
     caption_details,
-    every_head,
     follow_caption,
     generate_caption,
     head_choices,
@@ -89,7 +88,7 @@ from core.maps.overlays import FixedScale
 from data.images import ImageLoadError, ImageProblem, load_image
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.answers import answer_words
-from vqa.bundled import DAQUAR_SAN, MODELS, QUESTION_SCOPES, SHAPES_SAN, VQA_CHECKPOINTS
+from vqa.bundled import DAQUAR_SAN, FLICKR8K_QA_SAN, MODELS, QUESTION_SCOPES, SHAPES_SAN, VQA_CHECKPOINTS
 from vqa.export import export_answer
 from vqa.module import VqaModule
 from vqa.questions import (
@@ -130,6 +129,8 @@ SCENE_EXAMPLES = (3, 1, 6)  # indices of ShapesWorld test scenes (seed 0)
 # only when the app has that checkpoint loaded (under any name). A model's first question here is the one the app
 # suggests to a user of it who asks nothing.
 QUESTION_EXAMPLES = (
+    ("chelsea", FLICKR8K_QA_SAN, "what is the color of the eyes?"),  # green
+    ("astronaut", FLICKR8K_QA_SAN, "what is the color of the flag?"),  # red
     ("coffee", DAQUAR_SAN, "what is on the table?"),
     ("scene_3", SHAPES_SAN, "what colour is the circle?"),
     ("scene_1", SHAPES_SAN, "what shape is the large object?"),

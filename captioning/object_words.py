@@ -9,25 +9,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from core.maps.grounding import Mention
 from data.errors import DatasetFormatError
 from data.json_files import read_json_object
 
 DEFAULT_WORDS = Path(__file__).with_name("object_words.json")
-
-
-@dataclass(frozen=True)
-class Mention:
-    """A caption word (or phrase) that names an object class: where it is, what it says, which classes it may name.
-
-    `position` is the caption index of the phrase's last word ("teddy bear": "bear"), the word whose map is scored.
-    """
-
-    position: int
-    phrase: str
-    classes: frozenset[str]
 
 
 class ObjectWords:

@@ -20,6 +20,7 @@ from typing import Any
 
 from PIL import Image
 
+from data.question_sets import IMAGE_PATTERN, SPLITS, annotation_file, photo_file, question_file
 from data.errors import DatasetFormatError
 from data.images import load_image
 from data.json_files import read_json_object
@@ -376,3 +377,40 @@ def _check_pattern(split: str, pattern: str) -> None:
         raise ValueError(
             f"split {split!r}: image pattern {pattern!r} must use only the field {{image_id}} ({error!r})"
         ) from error
+
+
+class Flickr8kQa(Vqa2Questions):
+    """Flickr8k-QA: questions formed from Flickr8k's captions by COCO-QA's four rules (object, number, color,
+    location), written by `python -m vqa.caption_questions` in the VQA v2 layout with Flickr8k's train/val/test
+    photo split (`data.caption_questions`). One answer per question, repeated 10 times, as DAQUAR's.
+
+    Args:
+        root: the folder the command wrote: flickr8k_qa_{train,val,test}_*.json and images/ (links to the photos).
+        name: a short name for the images (part of the feature-cache key).
+    """
+
+    def __init__(self, *, root: Path, name: str = "flickr8k-qa") -> None:
+        splits = {
+            split: Vqa2Split(questions=question_file(split), annotations=annotation_file(split), images=IMAGE_PATTERN)
+            for split in SPLITS
+        }
+        super().__init__(root=root, splits=splits, name=name)
+        self._photos: dict[str, list[str]] = {}
+
+    def image_ids(self, split: str) -> list[str]:
+        """Every photo of the caption split, asked about or not (its photo file), so that the feature cache keeps
+        its images when the questions change."""
+        self._check_split(split)
+        if split not in self._photos:
+            path = self._existing(split, photo_file(split))
+            ids = read_json_object(path).get("image_ids")
+            if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+                raise DatasetFormatError(f"{path}: expected {{'image_ids': [integer, ...]}}")
+            self._photos[split] = [str(i) for i in ids]
+            missing = {s.image_id for s in self.questions(split)} - set(self._photos[split])
+            if missing:
+                raise DatasetFormatError(f"{path}: lacks photo {min(missing)}, which a question of {split} is about")
+        return list(self._photos[split])
+
+    def image_path(self, image_id: str) -> Path:
+        return self._root / IMAGE_PATTERN.format(image_id=image_id)

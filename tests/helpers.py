@@ -290,3 +290,25 @@ def always_speaking(model):
         first[:specials] = -100.0
         first[specials:] = torch.arange(1, len(first) - specials + 1, dtype=first.dtype)
     return model.eval()
+
+
+TINY_CAPTIONS = {  # photo -> split and captions: a Karpathy-layout caption set for Flickr8k-QA
+    0: ("train", ["a dog runs through the grass", "a black dog runs through the grass"]),
+    1: ("train", ["two children play in the snow", "a man in a red shirt climbs a rock"]),
+    2: ("val", ["a dog is in the water"]),
+    3: ("test", ["a boy throws a ball", "a group of people"]),
+    4: ("val", ["a group of people"]),  # no question: still a photo of the split
+}
+
+
+def karpathy_file(root: Path, photos: dict = TINY_CAPTIONS) -> Path:
+    """A Karpathy split file of `photos` (imgid -> (split, captions)) with a 32-px photo each, under root."""
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    entries = []
+    for imgid, (split, captions) in photos.items():
+        Image.new("RGB", (32, 32), (imgid * 40, 90, 30)).save(root / "images" / f"photo_{imgid}.jpg")
+        sentences = [{"raw": c.capitalize() + ".", "tokens": c.split(), "imgid": imgid} for c in captions]
+        entries.append({"filename": f"photo_{imgid}.jpg", "imgid": imgid, "split": split, "sentences": sentences})
+    path = root / "dataset_tiny.json"
+    path.write_text(json.dumps({"dataset": "tiny", "images": entries}))
+    return path

@@ -82,7 +82,7 @@ class Answerer:
 
     @classmethod
     def from_pretrained(cls, name: str, *, device: str | torch.device = "cpu") -> Answerer:
-        """A bundled model by name: one of `Answerer.available()` ("daquar-san", "shapes-san").
+        """A bundled model by name: one of `Answerer.available()` ("flickr8k-qa-san", "daquar-san", "shapes-san").
 
         Raises:
             core.model.pretrained.UnknownModelError: no bundled model has that name (the message lists those there are).

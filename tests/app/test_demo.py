@@ -48,13 +48,14 @@ from core.maps.overlays import FixedScale, heat_maps, overlay, word_grid
 from data.images import ImageLoadError, load_image
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.answers import answer_words
-from vqa.bundled import DAQUAR_SAN, QUESTION_SCOPES, SHAPES_SAN, VQA_CHECKPOINTS
+from vqa.bundled import DAQUAR_SAN, FLICKR8K_QA_SAN, QUESTION_SCOPES, SHAPES_SAN, VQA_CHECKPOINTS
 from vqa.module import VqaModule
 
 SPECIALS = {"<pad>", "<start>", "<end>", "<unk>"}
 SHAPES_VQA = next(name for name, path in VQA_CHECKPOINTS.items() if path == SHAPES_SAN)  # the questions below are
 # about shapes and colours, in its words
 DAQUAR_VQA = next(name for name, path in VQA_CHECKPOINTS.items() if path == DAQUAR_SAN)
+FLICKR8K_QA_VQA = next(name for name, path in VQA_CHECKPOINTS.items() if path == FLICKR8K_QA_SAN)
 HOPS = VqaModule.current_hyperparameters(read_checkpoint(SHAPES_SAN)["hyper_parameters"])["san"]["init_args"]["hops"]
 ANSWERS = min(demo.TOP_ANSWERS, len(read_checkpoint(SHAPES_SAN)["hyper_parameters"]["answers"]))
 
@@ -214,7 +215,7 @@ def test_command_line_defaults_bind_this_computer_only_and_use_the_bundled_model
     assert (args.host, args.port) == ("127.0.0.1", 7860)
     assert (args.caption_model, args.vqa_model) == (CAPTION_CHECKPOINTS, VQA_CHECKPOINTS)
     assert all(p.is_file() for p in (*CAPTION_CHECKPOINTS.values(), *VQA_CHECKPOINTS.values()))
-    assert "Flickr8k" in DEFAULT_MODEL and "DAQUAR" in next(iter(VQA_CHECKPOINTS))  # real photos come first
+    assert "Flickr8k" in DEFAULT_MODEL and next(iter(VQA_CHECKPOINTS)) == "Flickr8k-QA"  # everyday photos come first
     chosen = demo.parse_arguments(["--caption-model", "mine=a.ckpt", "--caption-model", "b=b.ckpt", "--vqa-model", "q=q.ckpt"])
     assert chosen.caption_model == {"mine": Path("a.ckpt"), "b": Path("b.ckpt")} and chosen.vqa_model == {"q": Path("q.ckpt")}
     assert demo.parse_arguments(["--host", "0.0.0.0", "--port", "8080"]).port == 8080
@@ -499,7 +500,10 @@ def test_a_question_the_model_cannot_read_is_an_error_and_the_app_goes_on(client
     assert_still_answers(client, pictures)
 
 
-@pytest.mark.parametrize(("model", "example"), [(DAQUAR_VQA, "what is on the table?"), (SHAPES_VQA, "what colour is the circle?")])
+@pytest.mark.parametrize(("model", "example"), [
+    (FLICKR8K_QA_VQA, "what is the color of the eyes?"), (DAQUAR_VQA, "what is on the table?"),
+    (SHAPES_VQA, "what colour is the circle?"),
+])
 def test_the_empty_question_hint_is_an_example_question_of_the_chosen_model(client, pictures, model, example):
     with pytest.raises(AppError) as raised:
         ask(client, pictures["coffee"], "", model)
@@ -543,8 +547,25 @@ def test_picking_a_question_example_also_picks_its_model(served):
     ]
     assert [type(c) for c in dataset._components] == [gr.Image, gr.Radio, gr.Textbox]
     models = [row[1] for row in dataset.samples]
-    assert models == [DAQUAR_VQA, SHAPES_VQA, SHAPES_VQA, SHAPES_VQA]
+    assert models == [FLICKR8K_QA_VQA, FLICKR8K_QA_VQA, DAQUAR_VQA, SHAPES_VQA, SHAPES_VQA, SHAPES_VQA]
     assert [row[2] for row in dataset.samples] == [question for _, _, question in demo.QUESTION_EXAMPLES]
+
+
+def test_the_ask_tab_opens_on_the_flickr8k_qa_model_and_its_examples_are_answered(served, client, tmp_path):
+    """The everyday-photo model is the Ask tab's first choice, and the questions its examples ask about scikit-image's
+    photos get the answer the photo shows (the cat's eyes are green, the flag behind the astronaut red)."""
+    import skimage.data
+
+    (radio,) = [block for block in served[0].blocks.values() if getattr(block, "elem_id", None) == "ask-model"]
+    assert radio.value == FLICKR8K_QA_VQA == "Flickr8k-QA"
+    expected = {"what is the color of the eyes?": "green", "what is the color of the flag?": "red"}
+    rows = [(picture, question) for picture, path, question in demo.QUESTION_EXAMPLES if path == FLICKR8K_QA_SAN]
+    assert [question for _, question in rows] == list(expected) and demo.QUESTION_EXAMPLES[0][1] == FLICKR8K_QA_SAN
+    for picture, question in rows:
+        photo = tmp_path / f"{picture}.jpg"
+        Image.fromarray(getattr(skimage.data, picture)()).save(photo, quality=92)
+        answers, hops = ask(client, photo, question, FLICKR8K_QA_VQA)
+        assert answers["label"] == expected[question] and len(hops) == 2
 
 
 def test_the_galleries_explain_the_colour_scale(served):

@@ -51,7 +51,7 @@ def kind_of(words: list[str]) -> str:
         case ["python", "-m", module, ("fit" | "validate" | "test" | "predict") as subcommand, *rest] if module in TASKS:
             ckpt = rest[rest.index("--ckpt_path") + 1] if "--ckpt_path" in rest else ""
             return "run" if subcommand != "fit" and ckpt.startswith(BUNDLED) else "parse"
-        case ["python", "demo.py", *_] | ["python", "-m", "captioning.grounding", *_]:
+        case ["python", "demo.py", *_] | ["python", "-m", "captioning.grounding" | "vqa.caption_questions", *_]:
             return "parse"
         case ["pip", "install", *_]:
             return "pip"
@@ -118,10 +118,8 @@ def test_other_commands_parse(words: list[str], capsys: pytest.CaptureFixture[st
         demo.parse_arguments(words[2:])
     elif words[2].endswith(".export"):
         importlib.import_module(words[2]).parse_arguments(words[3:])
-    elif words[2] == "captioning.grounding":
-        from captioning.grounding import parser
-
-        parser().parse_args(words[3:])
+    elif words[2] in ("captioning.grounding", "vqa.caption_questions"):
+        importlib.import_module(words[2]).parser().parse_args(words[3:])
     else:  # a task CLI: every option and config file checked, nothing run
         configs = [words[i + 1] for i, word in enumerate(words) if word == "--config"]
         assert configs and all(Path(config).is_file() for config in configs), configs

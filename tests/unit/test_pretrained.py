@@ -56,7 +56,7 @@ def test_an_unknown_name_lists_the_bundled_ones():
     bundled = "'flickr8k-soft', 'flickr8k-hard', 'flickr8k-transformer', 'shapes-soft', 'shapes-hard'"
     with pytest.raises(UnknownModelError, match=bundled):
         Captioner.from_pretrained("flickr8k")
-    with pytest.raises(UnknownModelError, match="no pretrained model called 'daquar'.*'daquar-san', 'shapes-san'"):
+    with pytest.raises(UnknownModelError, match="no pretrained model called 'daquar'.*'flickr8k-qa-san', 'daquar-san', 'shapes-san'"):
         Answerer.from_pretrained("daquar")
 
 
@@ -65,12 +65,12 @@ def test_available_models_carry_their_metadata_and_match_their_files():
         "flickr8k-soft", "flickr8k-hard", "flickr8k-transformer", "shapes-soft", "shapes-hard",
         "shapes-additive", "shapes-dot", "shapes-scaled-dot", "shapes-general", "shapes-cosine", "shapes-location",
     ]  # fmt: skip
-    assert list(Answerer.available()) == ["daquar-san", "shapes-san"]
+    assert list(Answerer.available()) == ["flickr8k-qa-san", "daquar-san", "shapes-san"]
     # the app's model choices are the registry's, under the names the app has always shown; the first is its default
     assert list(CAPTION_CHECKPOINTS) == [
         "Flickr8k soft", "Flickr8k hard", "Flickr8k Transformer", "ShapesWorld soft", "ShapesWorld hard",
     ]  # fmt: skip
-    assert list(VQA_CHECKPOINTS) == ["DAQUAR", "ShapesWorld"]
+    assert list(VQA_CHECKPOINTS) == ["Flickr8k-QA", "DAQUAR", "ShapesWorld"]
     assert list(CAPTION_CHECKPOINTS.values()) == [model.file for model in CAPTION_MODELS.values()]
     for model in [*Captioner.available().values(), *Answerer.available().values()]:
         config = read_checkpoint(model.file)["hyper_parameters"]["encoder"]

