@@ -744,7 +744,7 @@ def _caption_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
             button = gr.Button("Caption", variant="primary")
         with gr.Column():
             caption = gr.Textbox(label="Caption", interactive=False, elem_id="caption-text")
-            tags = gr.Markdown(elem_id="caption-tags")
+            tags = gr.Markdown("", elem_id="caption-tags")
             overlays = overlay_gallery("Where the model looked, word by word", columns=4, elem_id="caption-gallery")
             gr.Markdown(scale_legend(), elem_id="caption-legend")
             archive = gr.File(label="Export (overlays, grid, GIF, caption.json)", elem_id="caption-export")

@@ -867,7 +867,7 @@ def test_the_readme_screenshot_script_shows_the_caption_the_readme_quotes(browse
     with Image.open(shown["figure"]) as figure:
         assert figure.width == 1280 and figure.height > 800  # the whole page, 1280 px wide
     readme = (Path(demo.__file__).resolve().parent / "README.md").read_text()
-    assert f'hard-attention model: "{shown["caption"]}"' in readme
+    assert f'soft-attention model: "{shown["caption"]}"' in readme
 
 
 @pytest.mark.slow
