@@ -10,6 +10,7 @@ order, in the PNG files, in caption.json and in the GIF's frames.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,8 @@ import pytest
 import torch
 from PIL import Image
 
-from captioning.export import GIF_SIZE, export_caption, generate_caption, word_file_name
+from captioning.export import GIF_SIZE, generate_caption, word_file_name
+from captioning.pretrained import Captioner
 from core.maps.overlays import gif_frame, heat_maps, overlay, titled
 from data.shapes_scene import generate_split_scene, render_scene
 
@@ -57,11 +59,11 @@ def captioner():
 
 @pytest.fixture(scope="module")
 def caption_export(tmp_path_factory, captioner, scene) -> tuple[Path, list[str], torch.Tensor]:
-    """The scene exported by `export_caption` into a folder, with the words and weights (n_words, L) that the
-    beam search itself returns for it."""
+    """The scene exported as `python -m captioning.export` does (`Captioner.caption`, then `Caption.save`) into a
+    folder, with the words and weights (n_words, L) that the beam search itself returns for it."""
     words, weights = generate_caption(captioner, scene, BEAM_SIZE)
     folder = tmp_path_factory.mktemp("caption") / "scene"
-    export_caption(captioner, scene, folder, BEAM_SIZE, source="scene.png")
+    replace(Captioner(model=captioner).caption(scene, beam_size=BEAM_SIZE), source="scene.png").save(folder)
     # the checks below can only tell word pictures apart if the words looked at different places
     assert len(words) >= 3 and weights.shape == (len(words), captioner.encoder.num_locations)
     first, last = expected_overlays(scene, weights[[0, -1]], captioner.encoder.grid_shape)

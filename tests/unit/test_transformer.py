@@ -234,10 +234,10 @@ def speaking_transformer() -> CaptioningModule:
 
 
 def test_the_export_writes_every_layer_and_head_of_a_transformer(tmp_path):
-    from captioning.export import export_caption
+    from captioning.pretrained import Captioner
 
     model = speaking_transformer()
-    record = export_caption(model, Image.new("RGB", (120, 90), (200, 30, 30)), tmp_path)
+    record = Captioner(model=model).caption(Image.new("RGB", (120, 90), (200, 30, 30)), beam_size=3).save(tmp_path)
     heads = torch.tensor(record["heads"])  # (words, layers, heads, L)
     assert heads.shape == (len(record["words"]), 1, 2, model.encoder.num_locations) and len(record["words"]) == 4
     torch.testing.assert_close(heads.sum(-1), torch.ones(heads.shape[:-1]))
