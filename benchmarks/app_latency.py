@@ -273,7 +273,7 @@ def time_handler(photo: Path, model: str, beam_size: int, requests: int, warmup:
             first = time.perf_counter() - start
             *_, last = answers
             timings.append((first, time.perf_counter() - start))
-        text, gallery, archive = last
+        text, gallery, archive, _ = last
         shape = {
             "caption_words": len(text.split()),
             "gallery_items": len(gallery),

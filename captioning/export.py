@@ -1,4 +1,4 @@
-"""`python -m captioning.export MODEL IMAGE_OR_FOLDER... --output DIR [--beam-size 3] [--stretch] [--no-name-objects]`:
+"""`python -m captioning.export MODEL IMAGE_OR_FOLDER... --output DIR [--beam-size 3] [--stretch] [--name-objects false]`:
 caption photos and write where the model looked at every word. MODEL is a bundled model's name (flickr8k-soft) or a
 checkpoint's path; a model with an ImageNet head names the objects it sees (`captioning.naming`) unless told not to.
 
@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import os
 import re
-from argparse import BooleanOptionalAction
 import sys
 import threading
 from concurrent import futures
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import lightning as L
 import numpy as np
@@ -390,10 +389,10 @@ def parse_arguments(argv: Sequence[str] | None) -> Namespace:
     )
     parser.add_argument(
         "--name-objects",
-        action=BooleanOptionalAction,
+        type=Optional[bool],
         default=None,
-        help="name what the encoder's ImageNet head sees, words the captions never had included (captioning.naming); "
-        "default: on for models with an EfficientNet-Lite encoder",
+        help="true or false: name what the encoder's ImageNet head sees, words the captions never had included "
+        "(captioning.naming); default: on for models with an EfficientNet-Lite encoder",
     )
     return parser.parse_args(argv)
 

@@ -130,7 +130,8 @@ class Captioner:
         if str(model) in cls.available():
             return cls.from_pretrained(str(model), **options)
         raise FileNotFoundError(
-            f"model {str(model)!r} is neither a checkpoint file nor a bundled model ({', '.join(cls.available())})"
+            f"checkpoint not found: {str(model)!r} is no file, nor the name of a bundled model "
+            f"({', '.join(cls.available())})"
         )
 
     @classmethod

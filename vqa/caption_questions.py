@@ -13,10 +13,11 @@ split file, or a split without questions, stops it with a one-line error.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from jsonargparse import ArgumentParser
 
 from core.training.wordnet import ensure_wordnet
 from data.caption_questions import QUESTION_TYPES, CaptionReader, WordNetLexicon
@@ -47,8 +48,8 @@ def summary(questions: Mapping[str, Sequence[PhotoQuestion]], *, top: int = 8) -
     return "\n".join(lines)
 
 
-def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m vqa.caption_questions", description=__doc__.split("\n\n")[0])
+def parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python -m vqa.caption_questions", description=__doc__.split("\n\n")[0])
     parser.add_argument("captions", type=Path, help="a Karpathy split file, such as dataset_flickr8k.json")
     parser.add_argument("out", type=Path, help="the folder to write the question set into")
     parser.add_argument("--image-dir", default="images", help="the photos' folder, relative to the caption file's")

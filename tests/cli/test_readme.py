@@ -26,6 +26,8 @@ from tests.helpers import REPO, user_environment
 README = REPO / "README.md"
 TASKS = ("captioning", "vqa")
 BUNDLED = ("captioning/bundled/", "vqa/bundled/")
+# the bundled models' names, which the export commands take as well as their files
+BUNDLED_NAMES = {*importlib.import_module("captioning.bundled").MODELS, *importlib.import_module("vqa.bundled").MODELS}
 CPU_TORCH = ["torch", "torchvision", "--index-url", "https://download.pytorch.org/whl/cpu"]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 
@@ -47,7 +49,7 @@ def kind_of(words: list[str]) -> str:
         case ["python", "-c", _]:
             return "run"
         case ["python", "-m", module, *rest] if module in {f"{task}.export" for task in TASKS}:
-            return "run" if rest and rest[0].startswith(BUNDLED) else "parse"
+            return "run" if rest and (rest[0].startswith(BUNDLED) or rest[0] in BUNDLED_NAMES) else "parse"
         case ["python", "-m", module, ("fit" | "validate" | "test" | "predict") as subcommand, *rest] if module in TASKS:
             ckpt = rest[rest.index("--ckpt_path") + 1] if "--ckpt_path" in rest else ""
             return "run" if subcommand != "fit" and ckpt.startswith(BUNDLED) else "parse"

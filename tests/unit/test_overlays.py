@@ -377,11 +377,13 @@ def flat_overlays(photo_path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def test_the_caption_export_flag_stretches_each_map(tmp_path, caption_checkpoint, photos, monkeypatch):
     import captioning.export
+    from captioning.pretrained import Caption, Captioner
 
-    def flat_caption(model, image, beam_size=3):
-        return ["a", "circle"], torch.full((2, GRID * GRID), 1 / (GRID * GRID))
+    def flat_caption(self, image, *, beam_size=None, name_objects=None):
+        flat = torch.full((2, GRID, GRID), 1 / (GRID * GRID))
+        return Caption(words=["a", "circle"], attention=flat, source="", given=image)
 
-    monkeypatch.setattr(captioning.export, "generate_caption", flat_caption)
+    monkeypatch.setattr(Captioner, "caption", flat_caption)
     photo = photos / "wide.png"
     fixed, stretched = flat_overlays(photo)
     for flags, expected, kind in (([], fixed, "fixed"), (["--stretch"], stretched, "stretch")):
