@@ -165,7 +165,7 @@ class Constraints:
     def worth(self, device: torch.device) -> Tensor:
         """(B, 2^C) what each subset of constraints met adds to a caption's score (`MUST` for each that must be)."""
         count = self.count
-        worth = torch.zeros(len(self.words), 1 << count, device=device)
+        worth = torch.zeros(len(self.words), 1 << count, dtype=torch.float64, device=device)
         for b, image in enumerate(self.words):
             values = self.values[b] if self.values is not None else [math.inf] * len(image)
             for subset in range(1 << count):
@@ -298,8 +298,8 @@ def beam_search(
     ended = finished & ~scores.isneginf()  # (B, M) beams that ended with <end> (not empty slots)
     ranked = _length_normalised(scores, lengths + finished.long(), length_penalty)
     ranked = ranked.masked_fill(~ended & ended.any(dim=1, keepdim=True), float("-inf"))
-    if met_by is not None:  # what the constraints each beam met are worth
-        ranked = ranked + constraints.worth(features.device)[:, group_of_slot].to(ranked.dtype)  # (B, M)
+    if met_by is not None:  # what the constraints each beam met are worth, in float64: MUST leaves scores distinct
+        ranked = ranked.double() + constraints.worth(features.device).double()[:, group_of_slot]  # (B, M)
     best = ranked.argmax(dim=1)  # (B,)
     out_tokens, out_weights = [], []
     for b in range(batch):
