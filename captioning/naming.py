@@ -45,19 +45,17 @@ class ObjectNaming:
     """How a caption names what the ImageNet head sees (the module's docstring).
 
     Args:
-        threshold: a tag at least this probable becomes a word the caption must hold.
+        threshold: a tag at least this probable becomes a word for the caption to hold.
         max_constraints: at most this many tags constrain one caption (each doubles the search's beams).
         absent_below: while a tag is at least `threshold` probable, a caption word the head knows (one of its words)
             whose probability is below this is not said; 0 never stops a word.
         value: how much log-probability (per length^length_penalty, as beam search ranks captions) saying a tag of
-            a frequent word (`frequent`) is worth: such a word, which the model knows where to put, goes into the
-            caption only where it costs less than this (`Constraints.values`). A rarer or new word is always said, as
-            is every tag with None.
+            a word the model was trained on is worth: such a word, which the model knows where to put, goes into the
+            caption only where it costs less than this (`Constraints.values`). A new word is always said, as is every
+            tag with None.
         corners: the head also reads the photo's four corners (crops of three quarters of each side, at 224 px), and
             a word's probability is its highest in any of the five views: an object that fills a corner but not the
             photo is named too (on coco-boxes, docs/experiments.md). False reads the whole photo once.
-        frequent: the vocabulary's this many most frequent words (whose rows trained on most captions): the
-            anchors new words borrow rows from, and the words whose tags `value` gates.
         words: the object word list whose class names (dog, cup, ...) name ImageNet classes first; None: the one
             that ships, `captioning/object_words.json`.
     """
@@ -65,12 +63,11 @@ class ObjectNaming:
     def __init__(
         self,
         *,
-        threshold: float = 0.3,
+        threshold: float = 0.5,
         max_constraints: int = 2,
         absent_below: float = 0.0,
-        value: float | None = None,
+        value: float | None = 1.0,
         corners: bool = True,
-        frequent: int = 1000,
         words: Path | None = None,
     ) -> None:
         if not 0.0 < threshold <= 1.0:
@@ -81,11 +78,8 @@ class ObjectNaming:
             raise ValueError(f"absent_below must be from 0 to below threshold {threshold}, got {absent_below}")
         if value is not None and value <= 0:
             raise ValueError(f"value must be above 0 (or None: every confident tag said), got {value}")
-        if frequent < 1:
-            raise ValueError(f"frequent must be at least 1, got {frequent}")
         self.threshold, self.max_constraints, self.absent_below = threshold, max_constraints, absent_below
         self.value, self.corners = value, corners
-        self.frequent = frequent
         self.words = None if words is None else str(words)  # a string: checkpoints hold plain data
 
 
@@ -94,13 +88,13 @@ DEFAULT_NAMING = ObjectNaming()
 the `Namer` a model makes for it is made once."""
 
 
-def anchor_words(new: dict[str, object], vocabulary: Vocabulary, *, candidates: int) -> dict[str, str]:
+def anchor_words(new: dict[str, object], vocabulary: Vocabulary, *, candidates: int | None = None) -> dict[str, str]:
     """For each new word (mapped to its WordNet synset), the vocabulary word whose rows it borrows.
 
     The anchor is found where the two meet in WordNet: walking up the new word's hypernyms, the first ancestor
-    shared with the first noun sense of some of the vocabulary's `candidates` most frequent words (ids 4 to
-    candidates + 3; a vocabulary is ordered by count) gives the most frequent of those (zebra -> equine -> horse;
-    laptop -> computer). Ancestors that name nothing one could point at (`TOO_GENERAL`, or within three steps of
+    shared with the first noun sense of some of the vocabulary's words (its `candidates` most frequent ones, ids 4 to
+    candidates + 3, when given; a vocabulary is ordered by count) gives the most frequent of those (zebra -> equine
+    -> horse; laptop -> computer). Ancestors that name nothing one could point at (`TOO_GENERAL`, or within three steps of
     WordNet's root: entity, physical entity, object) are not meeting points; a word that meets none borrows the
     rows of the most frequent candidate that is a physical object.
     """
@@ -109,7 +103,8 @@ def anchor_words(new: dict[str, object], vocabulary: Vocabulary, *, candidates: 
     meeting: dict[object, str] = {}  # ancestor synset -> the most frequent vocabulary word under it
     physical = wordnet.synset("physical_entity.n.01")
     fallback = None
-    for word in vocabulary.tokens[len(Vocabulary.SPECIALS) : len(Vocabulary.SPECIALS) + candidates]:
+    last = None if candidates is None else len(Vocabulary.SPECIALS) + candidates
+    for word in vocabulary.tokens[len(Vocabulary.SPECIALS) : last]:
         senses = wordnet.synsets(word, "n") if word.isalpha() and word not in TOO_GENERAL else []
         if not senses:
             continue
@@ -180,9 +175,7 @@ class Namer:
             for word in self.class_words.vocabulary
             if word not in vocabulary
         }
-        self.anchors = anchor_words(new, vocabulary, candidates=naming.frequent)  # new word -> its anchor
-        last_frequent = len(Vocabulary.SPECIALS) + naming.frequent
-        self.frequent = {word for word in self.class_words.vocabulary if word in vocabulary.tokens[:last_frequent]}
+        self.anchors = anchor_words(new, vocabulary)  # new word -> its anchor
         self.vocabulary = Vocabulary([*vocabulary.tokens, *new])  # the old ids unchanged, new words after them
         anchor_ids = torch.tensor([vocabulary.index(self.anchors[word]) for word in new], dtype=torch.long)
         self.decoder = decoder.with_words(anchor_ids.to(next(decoder.parameters()).device))
@@ -237,6 +230,7 @@ class Namer:
         never = torch.zeros(len(features), len(self.vocabulary), dtype=torch.bool, device=features.device)
         never[:, self.new_ids.to(features.device)] = True  # a new word only where its tag asks for it
         constraints, values = [], []
+        new_words = set(self.vocabulary.tokens[len(self.vocabulary) - len(self.new_ids) :])
         index = {word: position for position, word in enumerate(self.class_words.vocabulary)}
         for b, photo_tags in enumerate(tags):
             confident = [t for t in photo_tags if t.probability >= naming.threshold and t.word in self.objects]
@@ -250,5 +244,5 @@ class Namer:
                     never[b, list(self.word_ids[word_id])] = True
             constraints.append(photo_constraints)
             gated = naming.value if naming.value is not None else math.inf
-            values.append([gated if tag.word in self.frequent else math.inf for tag in confident])
+            values.append([math.inf if tag.word in new_words else gated for tag in confident])
         return SearchInputs(tags=tags, constraints=Constraints(constraints, values), never=never)

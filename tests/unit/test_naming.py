@@ -255,7 +255,7 @@ def test_a_words_probability_sums_its_classes(class_words):
 @pytest.mark.parametrize(
     "options, message",
     [({"threshold": 0}, "threshold"), ({"max_constraints": 4}, "max_constraints"),
-     ({"absent_below": 0.5, "threshold": 0.3}, "absent_below"), ({"frequent": 0}, "frequent")],
+     ({"absent_below": 0.5, "threshold": 0.3}, "absent_below")],
 )  # fmt: skip
 def test_naming_options_out_of_range_are_refused(options, message):
     with pytest.raises(ValueError, match=message):
