@@ -443,7 +443,10 @@ def tags_line(tags: Sequence[Tag] | None, *, can_name: bool) -> str:
         return "Objects not named: tick 'Name objects' to let the encoder's ImageNet head add what it sees."
     named = ", ".join(f"{tag} ({tag.classes[0]})" for tag in tags[:3])
     sure = f"{DEFAULT_NAMING.threshold:.0%}"
-    return f"The encoder's ImageNet head sees: {named}. A word it is at least {sure} sure of is put in the caption."
+    return (
+        f"The encoder's ImageNet head sees: {named}. A word it is at least {sure} sure of goes into the caption: "
+        "always when the captions never had it, otherwise where the caption can hold it."
+    )
 
 
 def caption_gallery(drawn: CaptionOverlays, words: Sequence[str], folder: Path) -> tuple[str, Gallery]:

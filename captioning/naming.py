@@ -15,9 +15,11 @@ Three steps, after the novel-object captioning literature:
    the most frequent at the nearest shared ancestor (`anchor_words`). The decoder then reads and scores "zebra" as
    it would "horse", and draws its map at that step like any other word's.
 3. **Constrained beam search** (Anderson et al. 2017, `captioning.search.beam_search`): the one or two most
-   confident tags become words the caption must hold ("zebra" or "zebras"), so the new word goes where the model
-   would have put its anchor. A new word is never said without its tag. Optionally, a class word the head finds
-   absent while it is sure of something else is not said either (`absent_below`: the dog in a bear photo).
+   confident tags become words for the caption to hold ("zebra" or "zebras"), so the new word goes where the model
+   would have put its anchor. A new word is always said, and never without its tag; a word the model trained on is
+   said only where saying it costs the caption less than `value` (the head may be sure of a word the caption cannot
+   hold naturally). Optionally, a class word the head finds absent while it is sure of something else is not said
+   either (`absent_below`: the dog in a bear photo).
 
 `ObjectNaming` holds the options (a `CaptioningModule`'s `naming`, or `Captioner.caption(..., name_objects=True)`);
 `Namer` is them bound to one model: its tagger, its vocabulary with the new words, its decoder with their rows.
@@ -94,9 +96,9 @@ def anchor_words(new: dict[str, object], vocabulary: Vocabulary, *, candidates: 
     The anchor is found where the two meet in WordNet: walking up the new word's hypernyms, the first ancestor
     shared with the first noun sense of some of the vocabulary's words (its `candidates` most frequent ones, ids 4 to
     candidates + 3, when given; a vocabulary is ordered by count) gives the most frequent of those (zebra -> equine
-    -> horse; laptop -> computer). Ancestors that name nothing one could point at (`TOO_GENERAL`, or within three steps of
-    WordNet's root: entity, physical entity, object) are not meeting points; a word that meets none borrows the
-    rows of the most frequent candidate that is a physical object.
+    -> horse; laptop -> computer). Ancestors that name nothing one could point at (`TOO_GENERAL`, or within three
+    steps of WordNet's root: entity, physical entity, object) are not meeting points; a word that meets none borrows
+    the rows of the most frequent candidate that is a physical object.
     """
     from nltk.corpus import wordnet
 
