@@ -650,8 +650,8 @@ HEADING = (
     "looked."
 )
 BUNDLED_ABOUT = (
-    "The bundled models were trained on **Flickr8k** photos (captions, and questions made from them), **DAQUAR** "
-    "indoor photos (questions), and **ShapesWorld** scenes of coloured shapes, which speak only of shapes and colours "
+    "The bundled models were trained on **Flickr8k** photos (captions), questions made from Flickr8k's captions, "
+    "**DAQUAR** indoor photos (questions), and **ShapesWorld** scenes of coloured shapes, which speak only of shapes and colours "
     "whatever the picture; the captioners also name what their encoder's ImageNet classifier sees."
 )
 

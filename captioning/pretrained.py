@@ -130,7 +130,7 @@ class Captioner:
         if str(model) in cls.available():
             return cls.from_pretrained(str(model), **options)
         raise FileNotFoundError(
-            f"checkpoint not found: {str(model)!r} is no file, nor the name of a bundled model "
+            f"checkpoint not found: {str(model)!r} is neither a checkpoint file nor a bundled model "
             f"({', '.join(cls.available())})"
         )
 
