@@ -72,15 +72,21 @@ def toy_search(decoder, constraints=None, never=None, beam_size=2, max_length=5,
     )  # fmt: skip
 
 
-def test_constrained_beam_search_on_a_hand_checked_case():
+def hand_checked_table() -> Tensor:
     """<start> -> a (1.0); a -> dog 0.7 | zebra 0.3; dog -> runs 0.6 | <end> 0.4; zebra -> <end> 0.5 | runs 0.5;
-    runs -> <end> 1.0. Best caption: "a dog runs" (0.42, against "a dog" 0.28 and "a zebra" 0.15); holding "zebra":
-    "a zebra" and "a zebra runs" (0.15 each; the first has the fewer words and is found first)."""
-    table = bigram(
+    runs -> <end> 1.0."""
+    return bigram(
         {START: {A: 1.0}, A: {DOG: 0.7, ZEBRA: 0.3}, DOG: {RUNS: 0.6, END: 0.4}, ZEBRA: {END: 0.5, RUNS: 0.5},
          RUNS: {END: 1.0}},
         vocab=9,
     )  # fmt: skip
+
+
+def test_constrained_beam_search_on_a_hand_checked_case():
+    """<start> -> a (1.0); a -> dog 0.7 | zebra 0.3; dog -> runs 0.6 | <end> 0.4; zebra -> <end> 0.5 | runs 0.5;
+    runs -> <end> 1.0. Best caption: "a dog runs" (0.42, against "a dog" 0.28 and "a zebra" 0.15); holding "zebra":
+    "a zebra" and "a zebra runs" (0.15 each; the first has the fewer words and is found first)."""
+    table = hand_checked_table()
     decoder = BigramDecoder(table)
     plain = toy_search(decoder)
     assert plain.tokens == [[A, DOG, RUNS]]
@@ -95,11 +101,7 @@ def test_constrained_beam_search_on_a_hand_checked_case():
 def test_a_constraint_is_met_where_it_costs_less_than_its_value():
     """The case above: holding "zebra" costs log(0.42 / 0.15) = 1.03 nats. Worth 1.5 nats it is said; worth 0.5 it
     is not, and the caption is the plain one."""
-    table = bigram(
-        {START: {A: 1.0}, A: {DOG: 0.7, ZEBRA: 0.3}, DOG: {RUNS: 0.6, END: 0.4}, ZEBRA: {END: 0.5, RUNS: 0.5},
-         RUNS: {END: 1.0}},
-        vocab=9,
-    )  # fmt: skip
+    table = hand_checked_table()
     decoder = BigramDecoder(table)
     for value, expected in ((1.5, [A, ZEBRA]), (0.5, [A, DOG, RUNS])):
         found = beam_search(
@@ -112,11 +114,7 @@ def test_a_constraint_is_met_where_it_costs_less_than_its_value():
 def test_a_must_constraint_and_a_gated_one_together():
     """"zebra" must be said; "runs" is worth 0.1 nat: after "a zebra" (0.15), saying "runs" costs nothing more
     ("a zebra runs" is 0.15 too), so it is said; worth 0.1 against "a dog runs" it would not be."""
-    table = bigram(
-        {START: {A: 1.0}, A: {DOG: 0.7, ZEBRA: 0.3}, DOG: {RUNS: 0.6, END: 0.4}, ZEBRA: {END: 0.5, RUNS: 0.5},
-         RUNS: {END: 1.0}},
-        vocab=9,
-    )  # fmt: skip
+    table = hand_checked_table()
     found = toy_search(BigramDecoder(table), Constraints([[(ZEBRA,), (RUNS,)]], [[math.inf, 0.1]]))
     assert found.tokens == [[A, ZEBRA, RUNS]]
     with pytest.raises(ValueError, match="1 constraints and 2 values"):
