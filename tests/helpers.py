@@ -143,15 +143,20 @@ def in_process(argv: list[str], *, cwd: Path | None = None, search_path: Path | 
         torch.set_grad_enabled(grad)
 
 
-def run_benchmark(script: str, *args: str) -> dict:
-    """`python benchmarks/<script> args...`, as docs/performance.md runs it -> the JSON object of its last line of
-    output. It runs in this process (`in_process`), as the interpreter would run the file (`runpy`, as `__main__`,
+def run_benchmark(script: str, *args: str, folder: str = "benchmarks") -> dict:
+    """`python <folder>/<script> args...`, as docs/performance.md runs a benchmark -> the JSON object of its last line
+    of output. It runs in this process (`in_process`), as the interpreter would run the file (`runpy`, as `__main__`,
     its folder first on `sys.path`). (The scripts that time work in child processes still start them.)"""
-    path = REPO / "benchmarks" / script
+    path = REPO / folder / script
     printed = io.StringIO()
     with in_process([str(path), *args], search_path=path.parent), contextlib.redirect_stdout(printed):
         runpy.run_path(str(path), run_name="__main__")
     return json.loads(printed.getvalue().strip().splitlines()[-1])
+
+
+def run_experiment(script: str, *args: str) -> dict:
+    """`python experiments/<script> args...`, as docs/experiments.md runs it: `run_benchmark` on that folder."""
+    return run_benchmark(script, *args, folder="experiments")
 
 
 def figures_of(value: object, where: str = "") -> dict[str, float]:

@@ -79,7 +79,7 @@ MODELS: dict[str, PretrainedModel] = {
                     "--trainer.default_root_dir runs/flickr8k_384_ce"
                 ),
                 (
-                    "python benchmarks/map_distillation.py fit --config configs/captioning/flickr8k_soft.yaml "
+                    "python experiments/map_distillation.py fit --config configs/captioning/flickr8k_soft.yaml "
                     f"{_FLICKR8K} {_AT_384} --model.initial_weights runs/soft224.ckpt --model.teacher runs/soft224.ckpt "
                     "--model.map_weight 2 --model.learning_rate 0.0001 --model.attention.init_args.penalty_weight 0 "
                     "--trainer.max_epochs 1 --trainer.default_root_dir runs/flickr8k_384_distill"

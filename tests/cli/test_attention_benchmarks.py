@@ -1,7 +1,7 @@
-"""The attention studies' scripts in benchmarks/, each run end to end as docs/experiments.md runs it, at a few scenes
-or questions: the JSON they print has every figure the docs read, each a finite number in its range, checked where
-possible against what the measure must give (a blank photo reads uniformly, a map given its region's cells lies
-inside it). The callbacks run through `python -m vqa test`, the way the docs use them."""
+"""The attention studies' scripts in experiments/ and the attention figures of benchmarks/, each run end to end as the
+docs run them, at a few scenes or questions: the JSON they print has every figure the docs read, each a finite number
+in its range, checked where possible against what the measure must give (a blank photo reads uniformly, a map given
+its region's cells lies inside it). The callbacks run through `python -m vqa test`, the way the docs use them."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from tests.helpers import (
     figures_of,
     metrics_of,
     run_benchmark,
+    run_experiment,
     run_module,
     run_python,
 )
@@ -44,7 +45,7 @@ def shares(answer: dict) -> dict[str, float]:
 
 
 def test_attention_targets_splits_a_words_attention_between_its_box_and_the_rest() -> None:
-    answer = run_benchmark("attention_targets.py", "captioning/bundled/shapes_soft.ckpt", "--scenes", "2", "--beam-size", "2")
+    answer = run_experiment("attention_targets.py", "captioning/bundled/shapes_soft.ckpt", "--scenes", "2", "--beam-size", "2")
     assert answer["scenes"] == 2 and answer["grounded_words"] > 0 and answer["unmatched_words"] == 0
     assert all(0 <= v <= 1 for v in shares(answer).values()), answer
     # the box grown by a cell holds at least what the box holds; the box and the other objects at most everything
@@ -53,7 +54,7 @@ def test_attention_targets_splits_a_words_attention_between_its_box_and_the_rest
 
 
 def test_reference_ambiguity_counts_the_words_the_words_before_them_determine() -> None:
-    answer = run_benchmark("reference_ambiguity.py", "--scenes", "5")
+    answer = run_experiment("reference_ambiguity.py", "--scenes", "5")
     assert answer["scenes"] == 5 and answer["grounded_words"] > 0
     assert all(0 <= v <= 1 for v in shares(answer).values()), answer
     # a determined word has a ceiling of 1, any other one of at most 1/2
@@ -62,7 +63,7 @@ def test_reference_ambiguity_counts_the_words_the_words_before_them_determine() 
 
 
 def test_hop_regions_gives_each_hops_mass_in_each_region() -> None:
-    answer = run_benchmark("hop_regions.py", "--ckpt", "vqa/bundled/shapes_san.ckpt", "--split", "test", "--questions", "30")
+    answer = run_experiment("hop_regions.py", "--ckpt", "vqa/bundled/shapes_san.ckpt", "--split", "test", "--questions", "30")
     assert all(0 <= v <= 100 for v in figures_of(answer).values()), answer  # percentages
     families = {name.split()[0] for name in answer}
     assert families and all(f"{family} accuracy" in answer for family in families)
@@ -102,7 +103,7 @@ def vqa_test_with(callback: str, run_dir: Path) -> dict[str, float]:
 
 
 def test_the_question_only_callback_blanks_the_photo_in_a_vqa_run(tmp_path: Path) -> None:
-    metrics = vqa_test_with("benchmarks.question_only.WithoutThePhoto", tmp_path / "run")
+    metrics = vqa_test_with("experiments.question_only.WithoutThePhoto", tmp_path / "run")
     # every cell of a blank photo is the same vector, so every hop reads all of them equally: ln 196
     for hop in (1, 2):
         assert metrics[f"test/attention_entropy/hop{hop}"] == pytest.approx(math.log(196), abs=1e-4)
@@ -110,7 +111,7 @@ def test_the_question_only_callback_blanks_the_photo_in_a_vqa_run(tmp_path: Path
 
 
 def test_the_ground_truth_hops_callback_puts_each_hop_on_its_regions(tmp_path: Path) -> None:
-    metrics = vqa_test_with("benchmarks.ground_truth_hops.GroundTruthHops", tmp_path / "run")
+    metrics = vqa_test_with("experiments.ground_truth_hops.GroundTruthHops", tmp_path / "run")
     # each hop lies on the cells its region covers: most of its mass inside the question's regions, and a map
     # spread over a region's cells is far from uniform over 196 cells
     for hop in (1, 2):
@@ -141,7 +142,7 @@ def test_cell_word_classifier_scores_its_maps_beside_the_attention(tmp_path: Pat
     (tmp_path / "boxes.json").write_text(json.dumps({"images": boxes}))
     (tmp_path / "words.json").write_text(json.dumps({"classes": {shape: [shape, shape + "s"] for shape in SHAPES}}))
 
-    answer = run_benchmark(
+    answer = run_experiment(
         "cell_word_classifier.py", "--root", str(tmp_path / "flickr8k"), "--images", str(tmp_path / "photos"),
         "--boxes", str(tmp_path / "boxes.json"), "--words", str(tmp_path / "words.json"), "--model", "shapes-soft",
         "--sizes", "[224]", "--epochs", "2", "--cache_dir", str(tmp_path / "cache"),
@@ -162,7 +163,7 @@ def test_map_distillation_fine_tunes_and_writes_a_plain_captioning_checkpoint(tm
     bundled = str(REPO / "captioning" / "bundled" / "shapes_soft.ckpt")
     config = str(CAPTIONING_CONFIGS / "shapes_soft.yaml")
     run_python(
-        str(REPO / "benchmarks" / "map_distillation.py"), "fit", "--config", config, *SMALL_SHAPES,
+        str(REPO / "experiments" / "map_distillation.py"), "fit", "--config", config, *SMALL_SHAPES,
         f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path / 'run'}",
         f"--model.initial_weights={bundled}", f"--model.teacher={bundled}", "--model.map_weight=2",
         "--trainer.max_steps=3", "--trainer.log_every_n_steps=1", "--trainer.limit_val_batches=1",
@@ -178,7 +179,7 @@ def test_map_distillation_fine_tunes_and_writes_a_plain_captioning_checkpoint(tm
 
 
 def test_transformer_maps_scores_every_layer_and_head_as_the_grounding_command_does(tmp_path):
-    """benchmarks/transformer_maps.py on six ShapesWorld scenes with their boxes and a tiny untrained Transformer whose
+    """experiments/transformer_maps.py on six ShapesWorld scenes with their boxes and a tiny untrained Transformer whose
     every word names every shape (the word list says so): each layer's and head's figures are those that
     `python -m captioning.grounding --maps captioning.explanations.CrossAttentionHead` gives for that choice."""
     from functools import partial
@@ -209,7 +210,7 @@ def test_transformer_maps_scores_every_layer_and_head_as_the_grounding_command_d
     word_list = tmp_path / "words.json"  # every word names every shape: each word of a caption is a pair
     word_list.write_text(json.dumps({"classes": {shape: ["a", "red", "circle"] for shape in SHAPES}}))
 
-    result = run_benchmark(
+    result = run_experiment(
         "transformer_maps.py", "--images", str(tmp_path / "images"), "--boxes", str(tmp_path / "boxes.json"),
         "--model", str(checkpoint), "--words", str(word_list),
     )  # fmt: skip

@@ -1,11 +1,11 @@
-"""benchmarks/ground_truth_hops.py: each hop reads the map of its ground-truth region, computed by hand here, and
+"""experiments/ground_truth_hops.py: each hop reads the map of its ground-truth region, computed by hand here, and
 the rest of the network is the model's own."""
 
 from types import SimpleNamespace
 
 import torch
 
-from benchmarks.ground_truth_hops import GroundTruthHops, ground_truth_maps
+from experiments.ground_truth_hops import GroundTruthHops, ground_truth_maps
 from vqa.san import StackedAttention
 
 

@@ -1,4 +1,4 @@
-"""benchmarks/hop_regions.py: per family, each hop's mass in each ground-truth region, checked on a model whose
+"""experiments/hop_regions.py: per family, each hop's mass in each ground-truth region, checked on a model whose
 every hop attends uniformly, where the mass inside a box is the box's share of the image."""
 
 import functools
@@ -6,7 +6,7 @@ import functools
 import torch
 from torch import nn
 
-from benchmarks.hop_regions import measure
+from experiments.hop_regions import measure
 from core.model.encoder import EfficientNetLite
 from data.shapes_vqa import ShapesWorldVqa
 from data.vocabulary import Vocabulary

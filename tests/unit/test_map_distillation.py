@@ -1,4 +1,4 @@
-"""`benchmarks.map_distillation`: the divergence against a hand computation, and a teacher with other words refused
+"""`experiments.map_distillation`: the divergence against a hand computation, and a teacher with other words refused
 (the fine-tuning itself runs end to end in tests/cli/test_attention_benchmarks.py)."""
 
 import math
@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from benchmarks.map_distillation import MapDistillation, map_divergence
+from experiments.map_distillation import MapDistillation, map_divergence
 from captioning.bundled import FLICKR8K_SOFT, SHAPES_SOFT
 
 

@@ -84,7 +84,7 @@ def test_available_models_carry_their_metadata_and_match_their_files():
             assert model.encoder.startswith(f"EfficientNet-Lite{encoder['variant']}, {encoder['image_size']} px"), model.name
             assert "Apache-2.0" in model.licence, model.name
         assert model.metrics and all(0 < value <= 100 for value in model.metrics.values()), model.name
-        assert model.commands and all(command.startswith(("python -m ", "python benchmarks/")) for command in model.commands), model.name
+        assert model.commands and all(command.startswith(("python -m ", "python experiments/")) for command in model.commands), model.name
         if model.name.startswith(("flickr8k", "daquar")):
             assert "terms of use" in model.licence, model.name
 

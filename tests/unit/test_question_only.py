@@ -1,9 +1,9 @@
-"""benchmarks/question_only.py: the callback that measures what the question alone earns blanks the photo at
+"""experiments/question_only.py: the callback that measures what the question alone earns blanks the photo at
 every stage and leaves the question as it is."""
 
 import torch
 
-from benchmarks.question_only import WithoutThePhoto
+from experiments.question_only import WithoutThePhoto
 
 
 def test_every_stage_sees_a_blank_photo_and_the_same_question():

@@ -13,9 +13,9 @@ what better maps could still earn, and what it leaves unanswered is not the atte
 question vector, or too few examples of a question family).
 
     python -m vqa fit --config configs/vqa/shapes_san.yaml \
-        --trainer.callbacks+=benchmarks.ground_truth_hops.GroundTruthHops
+        --trainer.callbacks+=experiments.ground_truth_hops.GroundTruthHops
     python -m vqa test --config configs/vqa/shapes_san.yaml --ckpt_path ... \
-        --trainer.callbacks+=benchmarks.ground_truth_hops.GroundTruthHops
+        --trainer.callbacks+=experiments.ground_truth_hops.GroundTruthHops
 
 Run from the repository root. Only datasets with regions (ShapesWorld-VQA) have anything to give. Figures in
 docs/experiments.md (attention quality, ShapesWorld-VQA).

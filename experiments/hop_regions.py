@@ -9,8 +9,8 @@ the subject. A SAN that reads these questions the way they are built puts hop 1 
 region 1. For each family this prints the accuracy and, for every hop k and region r, the mean mass of hop k
 inside region r (`hop1 on region0`, ...), over the questions that have region r.
 
-    python benchmarks/hop_regions.py --ckpt vqa/bundled/shapes_san.ckpt --split test [--questions N]
-    python benchmarks/hop_regions.py --ckpt ... --families two-step  # a model trained on two-step questions only
+    python experiments/hop_regions.py --ckpt vqa/bundled/shapes_san.ckpt --split test [--questions N]
+    python experiments/hop_regions.py --ckpt ... --families two-step  # a model trained on two-step questions only
 
 Prints one JSON object (percentages). Needs no feature cache: ShapesWorld-VQA is generated (each split's scenes
 and questions depend on the seed and the split only, so these are the ones `python -m vqa test` scores), and
@@ -56,7 +56,7 @@ def measure(model: VqaModule, dataset: ShapesWorldVqa, split: str, limit: int | 
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python benchmarks/hop_regions.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python experiments/hop_regions.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--ckpt", required=True, help="a ShapesWorld-VQA checkpoint (python -m vqa fit's best.ckpt)")
     parser.add_argument("--split", default="test", choices=("val", "test"))
     parser.add_argument("--families", nargs="+", help="the families the model was trained on, when not all (as the dataset's option)")

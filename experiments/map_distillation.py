@@ -8,7 +8,7 @@ real photos"). Here the teacher is that untrained model: both read the same phot
 (teacher forcing), and the student pays `map_weight * KL(teacher's alpha_t || student's alpha_t)`, averaged over
 the captions' real words, beside its cross-entropy. No boxes are used; only where the teacher looked.
 
-    python benchmarks/map_distillation.py fit --config configs/captioning/flickr8k_soft.yaml \
+    python experiments/map_distillation.py fit --config configs/captioning/flickr8k_soft.yaml \
         --model.encoder.init_args.image_size 384 --model.initial_weights captioning/bundled/flickr8k_soft.ckpt \
         --model.teacher captioning/bundled/flickr8k_soft.ckpt --model.map_weight 2 ...
 

@@ -8,7 +8,7 @@ attention, on the object words of a captioner's captions of photos with boxes (`
 the attention's own figures beside it. The classifier is trained at the encoder's own image size; the grounding
 photos are read at every size of `--sizes` (the classifier's weights apply to any grid).
 
-    python benchmarks/cell_word_classifier.py --root PATH/TO/flickr8k --images PATH/TO/coco-boxes/images \
+    python experiments/cell_word_classifier.py --root PATH/TO/flickr8k --images PATH/TO/coco-boxes/images \
         --boxes PATH/TO/coco-boxes/boxes.json [--words FILE] [--sizes "[224,384]"]
 
 Prints each epoch's training loss, then one JSON object: the captioner's own attention (`attention`: its image size,

@@ -8,10 +8,10 @@ same run without the callback is what the photo adds.
 
     python -m vqa fit --config configs/vqa/daquar_san.yaml --data.dataset.init_args.root PATH/TO/daquar \
         --data.dataset.init_args.single_word_answers true --trainer.default_root_dir runs/daquar_question_only \
-        --trainer.callbacks+=benchmarks.question_only.WithoutThePhoto
-    python -m vqa test ... --ckpt_path ... --trainer.callbacks+=benchmarks.question_only.WithoutThePhoto
+        --trainer.callbacks+=experiments.question_only.WithoutThePhoto
+    python -m vqa test ... --ckpt_path ... --trainer.callbacks+=experiments.question_only.WithoutThePhoto
 
-Run from the repository root (the callback is found as `benchmarks.question_only`). Figures in
+Run from the repository root (the callback is found as `experiments.question_only`). Figures in
 docs/experiments.md (DAQUAR).
 """
 

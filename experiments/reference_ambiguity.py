@@ -16,7 +16,7 @@ after the same words, and prints:
 A model can beat `ceiling_uniform` only by guessing right which object the reference names, for instance
 by learning that the first reference's subject is the scene's first object in mention order.
 
-    python benchmarks/reference_ambiguity.py --scenes 500
+    python experiments/reference_ambiguity.py --scenes 500
 
 Prints one JSON object; needs no model, no dataset and no feature cache (ShapesWorld is generated).
 """

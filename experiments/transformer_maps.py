@@ -4,7 +4,7 @@ heads and every single head, scored on photos with object boxes with the groundi
 beside the uniform, centre-point and random-cell baselines. Each photo is captioned once (beam search, as the app
 does); every map is then read from one teacher-forced pass over that caption (`captioning.export.every_head`).
 
-    python benchmarks/transformer_maps.py --images PATH/TO/coco-boxes/images --boxes PATH/TO/coco-boxes/boxes.json \
+    python experiments/transformer_maps.py --images PATH/TO/coco-boxes/images --boxes PATH/TO/coco-boxes/boxes.json \
         --model runs/flickr8k_transformer/best.ckpt
 
 Prints one JSON object: {"model", "photos", "pairs", "baselines": {"uniform", "centre", "random_cell"},

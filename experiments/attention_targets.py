@@ -18,7 +18,7 @@ ShapesWorld validation scenes, for the size, colour and shape words of every nou
   "a SIZE COLOUR SHAPE" matched to the scene's one object that fits it (phrases that fit none or several are
   counted in `unmatched_words` and left out), so a model is not judged against a reference it did not choose.
 
-    python benchmarks/attention_targets.py captioning/bundled/shapes_soft.ckpt --scenes 200
+    python experiments/attention_targets.py captioning/bundled/shapes_soft.ckpt --scenes 200
 
 Prints one JSON object. ShapesWorld renders the scenes, so no dataset or feature cache is needed.
 """
