@@ -250,11 +250,6 @@ class ShowAttendTell(CaptionDecoder):
             annotation vector (as CoordConv does for convolutions; not in the paper). The context then tells the
             LSTM where it looked, so the next look can aim relative to that ("to the left of" the object just
             described): deep features alone look alike wherever an object is.
-        remember_content: feed each step's whole context z_t into the LSTM (the paper). When False the LSTM is
-            given only where the step looked (the last two entries of z_t, the attended grid position, with
-            `coordinates`; nothing without them) and z_t's content reaches the output layer alone, as in the
-            spatial attention of Lu et al. (2017): the decoder remembers where it looked but not what it saw, so
-            a word about an object must be read at its own step, and its map shows where it was read.
         fast_path: take the CPU speed-ups of the additive score (`core.model.fast_path`) and of the teacher-forced LSTM
             step (`captioning.fast_unroll`): the same values, faster. False runs the code of this file and
             `core.model.attention` as written. The parameters are the same either way.
@@ -273,7 +268,6 @@ class ShowAttendTell(CaptionDecoder):
         score: type[Score] = AdditiveScore,
         state_from_image: bool = True,
         coordinates: bool = False,
-        remember_content: bool = True,
         fast_path: bool = True,
     ) -> None:
         super().__init__()
@@ -281,7 +275,6 @@ class ShowAttendTell(CaptionDecoder):
         self.fast_path = fast_path
         self.state_from_image = state_from_image
         self.coordinates = coordinates
-        self.remember_content = remember_content
         num_locations = grid_shape[0] * grid_shape[1]
         if coordinates:
             self.register_buffer("positions", grid_positions(*grid_shape), persistent=False)  # (L, 2)
@@ -299,8 +292,7 @@ class ShowAttendTell(CaptionDecoder):
         self.init_h = nn.Linear(feature_dim, decoder_dim)
         self.init_c = nn.Linear(feature_dim, decoder_dim)
         self.f_beta = nn.Linear(decoder_dim, 1)
-        remembered = feature_dim if remember_content else (2 if coordinates else 0)  # what of z_t the LSTM is given
-        self.lstm = nn.LSTMCell(embed_dim + remembered, decoder_dim)
+        self.lstm = nn.LSTMCell(embed_dim + feature_dim, decoder_dim)  # [E y_{t-1}; z_t]
         self.out_h = nn.Linear(decoder_dim, embed_dim)  # L_h
         self.out_z = nn.Linear(feature_dim, embed_dim, bias=False)  # L_z
         self.out = nn.Linear(embed_dim, vocab_size)  # L_o
@@ -330,10 +322,9 @@ class ShowAttendTell(CaptionDecoder):
         return alpha, reading, beta * reading.context
 
     def _remembered(self, z: Tensor) -> Tensor:
-        """What of the context z_t (..., D) the LSTM is given: all of it (the paper); without `remember_content`, the
-        position read (its last two entries) with coordinates, nothing (no entries) without."""
-        size = self.lstm.input_size - self.embedding.embedding_dim  # D, 2 or 0
-        return z[..., z.shape[-1] - size :]
+        """What of the context z_t (..., D) the LSTM is given: all of it, as the paper has it. (A variant that gives it
+        less, `experiments.decoder_variants`, overrides this.)"""
+        return z
 
     def _output(self, embedded: Tensor, h: Tensor, z: Tensor) -> Tensor:
         """The deep output layer L_o(E y_{t-1} + L_h h_t + L_z z_t), for (..., E), (..., H), (..., D) -> (..., V)."""

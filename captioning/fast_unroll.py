@@ -104,7 +104,7 @@ class UnrolledLSTM:
 
     Args:
         lstm: the decoder's cell; its input is [E y_{t-1}; z_t], or with a smaller input size [E y_{t-1}; the last
-            entries of z_t] (`ShowAttendTell(remember_content=False)`).
+            entries of z_t] (`experiments.decoder_variants.WhereNotWhatDecoder`).
         embedded: (B, T, E) the embedded input words E y_{t-1} of every step, known in advance under teacher forcing.
     """
 

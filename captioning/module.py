@@ -31,7 +31,13 @@ from core.training.checkpoints import (
 from core.model.encoder import EfficientNetLite, Encoder
 from core.model.options import OptionError
 from core.training.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
-from core.training.hparams import class_config, component_from_flat_options, factory_config, plain_hyperparameters
+from core.training.hparams import (
+    class_config,
+    component_from_flat_options,
+    factory_config,
+    plain_hyperparameters,
+    without_removed_options,
+)
 from core.maps.measures import mass_in_box
 from core.training.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
@@ -49,14 +55,20 @@ FLAT_DECODER_OPTIONS = (
 )  # fmt: skip
 
 
+# The options `ShowAttendTell` no longer takes (`remember_content=False` is `experiments.decoder_variants`), at the value
+# it now always uses: older checkpoints, the bundled ones included, record them so.
+REMOVED_DECODER_OPTIONS = {"captioning.decoder.ShowAttendTell": {"remember_content": True}}
+
 
 def current_hyperparameters(hparams: dict) -> dict:
     """A checkpoint's hyper-parameters as this version reads them: the flat decoder options of an older checkpoint
-    become `decoder`, a `ShowAttendTell` config (which its weights, under `decoder.`, already fit), and hard
-    attention's `entropy_weight`, a bonus that spreads the maps, is its `entropy_bonus`."""
+    become `decoder`, a `ShowAttendTell` config (which its weights, under `decoder.`, already fit), without the options
+    it no longer takes (`REMOVED_DECODER_OPTIONS`), and hard attention's `entropy_weight`, a bonus that spreads the
+    maps, is its `entropy_bonus`."""
     hparams = component_from_flat_options(
         hparams, key="decoder", class_path="captioning.decoder.ShowAttendTell", options=FLAT_DECODER_OPTIONS
     )
+    hparams = without_removed_options(hparams, key="decoder", removed=REMOVED_DECODER_OPTIONS)
     attention = hparams.get("attention")
     if isinstance(attention, dict) and attention.get("class_path") == "captioning.objectives.HardAttention":
         init_args = dict(attention.get("init_args") or {})

@@ -7,7 +7,6 @@ the sizes — is in its hyper-parameters, so a checkpoint alone is enough for `t
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +19,12 @@ from core.model.encoder import EfficientNetLite, Encoder
 from core.model.options import OptionError
 from core.training.checkpoints import CheckpointKind, load_module, supply_packaged_encoder
 from core.training.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
-from core.training.hparams import component_from_flat_options, factory_config, plain_hyperparameters
+from core.training.hparams import (
+    component_from_flat_options,
+    factory_config,
+    plain_hyperparameters,
+    without_removed_options,
+)
 from core.training.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 from data.vqa import VqaSample
@@ -42,11 +46,21 @@ FLAT_SAN_OPTIONS = (
     "coordinates", "separate_hops", "read_positions", "question_dropout", "fast_path",
 )  # fmt: skip
 
-# A checkpoint's hyper-parameters as this version reads them: the flat SAN options of an older checkpoint become
-# `san`, a `StackedAttention` config (which its weights, under `san.`, already fit).
-current_hyperparameters = functools.partial(
-    component_from_flat_options, key="san", class_path="vqa.san.StackedAttention", options=FLAT_SAN_OPTIONS
-)
+# The options `StackedAttention` no longer takes (they moved to `experiments.san_variants`), at the values it now
+# always uses: older checkpoints, the bundled ones included, record them so.
+REMOVED_SAN_OPTIONS = {
+    "vqa.san.StackedAttention": {"separate_hops": False, "read_positions": False, "question_dropout": 0.0},
+}
+
+
+def current_hyperparameters(hparams: dict) -> dict:
+    """A checkpoint's hyper-parameters as this version reads them: the flat SAN options of an older checkpoint become
+    `san`, a `StackedAttention` config (which its weights, under `san.`, already fit), without the options it no
+    longer takes (`REMOVED_SAN_OPTIONS`)."""
+    hparams = component_from_flat_options(
+        hparams, key="san", class_path="vqa.san.StackedAttention", options=FLAT_SAN_OPTIONS
+    )
+    return without_removed_options(hparams, key="san", removed=REMOVED_SAN_OPTIONS)
 
 
 @dataclass

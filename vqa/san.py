@@ -61,21 +61,6 @@ class StackedAttention(nn.Module):
             CNN vector before the projection (not in the paper; as `ShowAttendTell(coordinates=True)`). What a hop
             reads then says where it looked, so the next hop can look beside it ("the object to the left of the
             square") and a relation question can compare two positions: deep features look alike anywhere.
-        separate_hops: give the classifier what each hop read side by side, [u^0; z^1; ...; z^K] ((K + 1) d), instead
-            of their sum u^K = u^0 + z^1 + ... + z^K (the paper; the hops' queries are refined as in the paper
-            either way). A sum forgets which hop read what: "is the square left of the circle?" read as square
-            then circle, and as circle then square, give the same u^K, so relation questions stay at chance.
-        read_positions: append each region's grid position (x, y) after the projection, v_i = [tanh(W_I f_i); x_i;
-            y_i], with two zeros after the question vector (not in the paper). A hop's read then ends in the exact
-            place it looked, sum_i p_i (x_i, y_i), and the next hop's query and the classifier receive it unmixed,
-            where `coordinates` mixes it into the tanh projection with the D content inputs. "The object to the
-            left of the square" asks hop 2 to compare every cell's x with the square's: here that comparison is one
-            linear term of its score's hidden layer. On ShapesWorld-VQA it did not lift two-step questions
-            (docs/experiments.md, "where each hop looks").
-        question_dropout: dropout on the question vector u^0 where the classifier reads it (0, the paper's, for
-            none); the hops still start from the whole question. Not in the paper: a classifier that can answer
-            from the question alone learns less from what the hops read, so this makes the answer lean on the
-            image (and so on where the hops look).
         fast_path: compute the score with its CPU speed-up from `core.model.fast_path` where it has one (the same
             values, faster); False runs the plain score of `core.model.attention`. The parameters are the same either way.
     """
@@ -94,31 +79,22 @@ class StackedAttention(nn.Module):
         classifier_hidden: int = 0,
         feature_dropout: float = 0.0,
         coordinates: bool = False,
-        separate_hops: bool = False,
-        read_positions: bool = False,
-        question_dropout: float = 0.0,
         fast_path: bool = True,
     ) -> None:
         super().__init__()
         if hops < 1:
             raise OptionError(f"a stacked attention network needs at least one hop, got hops={hops}")
         self.coordinates = coordinates
-        self.separate_hops = separate_hops
-        self.read_positions = read_positions
-        if coordinates or read_positions:
-            self.register_buffer("positions", grid_positions(*grid_shape), persistent=False)  # (L, 2)
         if coordinates:
+            self.register_buffer("positions", grid_positions(*grid_shape), persistent=False)  # (L, 2)
             feature_dim += 2
-        region_dim = question_dim + 2 if read_positions else question_dim  # v_i, u^k and z^k all have this size
-        read_out = region_dim * (hops + 1 if separate_hops else 1)  # the classifier's input size
         self.feature_dropout = nn.Dropout(feature_dropout)
-        self.question_dropout = nn.Dropout(question_dropout)
         self.image_projection = nn.Linear(feature_dim, question_dim)
         self.hops = nn.ModuleList(
             Attention(
                 score=score(
-                    query_dim=region_dim,
-                    key_dim=region_dim,
+                    query_dim=question_dim,
+                    key_dim=question_dim,
                     attention_dim=attention_dim,
                     num_locations=grid_shape[0] * grid_shape[1],
                     fast_path=fast_path,
@@ -126,31 +102,34 @@ class StackedAttention(nn.Module):
             )
             for _ in range(hops)
         )
-        if classifier_hidden > 0:
-            hidden = [nn.Dropout(dropout), nn.Linear(read_out, classifier_hidden), nn.ReLU()]
-            self.classifier = nn.Sequential(*hidden, nn.Dropout(dropout), nn.Linear(classifier_hidden, num_answers))
-        else:
-            self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(read_out, num_answers))
+        self.classifier = answer_classifier(question_dim, num_answers, hidden=classifier_hidden, dropout=dropout)
 
     def forward(self, features: Tensor, question: Tensor) -> SanOutput:
         """Grids (B, L, D) and question vectors (B, d) -> answer logits (B, A) and attention (B, K, L)."""
-        features = self.feature_dropout(features)  # (B, L, D)
-        if self.coordinates:
-            features = with_positions(features, self.positions)  # (B, L, D + 2)
-        regions = torch.tanh(self.image_projection(features))  # (B, L, d) v_I
-        if self.read_positions:
-            regions = with_positions(regions, self.positions)  # (B, L, d + 2) [v_i; x_i; y_i]
-            question = torch.cat([question, question.new_zeros(question.shape[0], 2)], dim=-1)  # (B, d + 2) [v_Q; 0; 0]
-        query = question  # (B, d) u^0 (d + 2 with read_positions, as below)
-        maps, reads = [], [self.question_dropout(question)]  # u^0 as the classifier reads it
+        regions = self.regions(features)  # (B, L, d) v_I
+        query = question  # (B, d) u^0
+        maps = []
         for attention in self.hops:
             context, weights = attention(query, regions, attention.prepare(regions))  # (B, d), (B, L)
             query = context + query  # u^k
             maps.append(weights)
-            reads.append(context)
-        # (B, (K + 1) d) side by side, or (B, d) their sum: u^K, with u^0 as the classifier reads it
-        read_out = torch.cat(reads, dim=-1) if self.separate_hops else sum(reads)
-        return SanOutput(self.classifier(read_out), torch.stack(maps, dim=1))
+        return SanOutput(self.classifier(query), torch.stack(maps, dim=1))
+
+    def regions(self, features: Tensor) -> Tensor:
+        """The image regions v_I = tanh(W_I f_I + b_I) of grids (B, L, D) -> (B, L, d)."""
+        features = self.feature_dropout(features)  # (B, L, D)
+        if self.coordinates:
+            features = with_positions(features, self.positions)  # (B, L, D + 2)
+        return torch.tanh(self.image_projection(features))
+
+
+def answer_classifier(read_dim: int, num_answers: int, *, hidden: int, dropout: float) -> nn.Sequential:
+    """The answer layer softmax(W_u u + b_u) over a read u of size `read_dim` (its logits; dropout before it), with one
+    ReLU layer of size `hidden` before it where `hidden` > 0 (0, the paper's, for none)."""
+    if hidden > 0:
+        layers = [nn.Dropout(dropout), nn.Linear(read_dim, hidden), nn.ReLU()]
+        return nn.Sequential(*layers, nn.Dropout(dropout), nn.Linear(hidden, num_answers))
+    return nn.Sequential(nn.Dropout(dropout), nn.Linear(read_dim, num_answers))
 
 
 SanFactory = Callable[[int, int, tuple[int, int], int], StackedAttention]

@@ -114,6 +114,22 @@ def component_from_flat_options(hparams: dict[str, Any], *, key: str, class_path
     return hparams
 
 
+def without_removed_options(hparams: dict[str, Any], *, key: str, removed: dict[str, dict[str, Any]]) -> dict:
+    """A checkpoint's hyper-parameters without the options that the class of component `key` no longer takes, where
+    they hold the value the class now always uses: `removed` is {class path: {option: that value}}. An option saved at
+    another value is kept, so that building the class refuses it by name."""
+    component = hparams.get(key)
+    if not isinstance(component, dict) or component.get("class_path") not in removed:
+        return hparams
+    gone = removed[component["class_path"]]
+    init_args = {
+        name: value
+        for name, value in (component.get("init_args") or {}).items()
+        if not (name in gone and value == gone[name])
+    }
+    return {**hparams, key: {**component, "init_args": init_args}}
+
+
 def current_class_paths(value: Any) -> Any:
     """`value` (hyper-parameters: nested dicts, lists and strings) with every class path of a moved module
     (`moved_modules`) replaced by its current one."""

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import torch
 
 from experiments.ground_truth_hops import GroundTruthHops, ground_truth_maps
+from experiments.san_variants import StackedAttentionVariants
 from vqa.san import StackedAttention
 
 
@@ -26,7 +27,7 @@ def test_hop_k_spreads_over_region_k_or_the_last_one_and_reads_uniformly_without
 
 def test_every_stage_reads_the_given_maps_through_the_models_own_classifier():
     torch.manual_seed(0)
-    san = StackedAttention(
+    san = StackedAttentionVariants(
         feature_dim=6, question_dim=5, attention_dim=4, grid_shape=(2, 2), num_answers=3, hops=2, separate_hops=True
     ).eval()
     pl_module = SimpleNamespace(san=san, encoder=SimpleNamespace(grid_shape=(2, 2)))
@@ -45,7 +46,7 @@ def test_every_stage_reads_the_given_maps_through_the_models_own_classifier():
         v = torch.tanh(san.image_projection(features))[0]  # (4, 5) v_I
         z1, z2 = (v[0] + v[2]) / 2, v[1]  # what the two hops read: the left half's mean, then the top-right cell
         torch.testing.assert_close(out.logits[0], san.classifier(torch.cat([question[0], z1, z2])))
-    assert set(dict(san.state_dict())) == set(dict(StackedAttention(
+    assert set(dict(san.state_dict())) == set(dict(StackedAttentionVariants(
         feature_dim=6, question_dim=5, attention_dim=4, grid_shape=(2, 2), num_answers=3, hops=2, separate_hops=True
     ).state_dict()))  # the hops keep their parameters: a checkpoint loads either way
 

@@ -1,0 +1,54 @@
+"""A Show-Attend-Tell decoder that the attention experiments trained, not in the paper: its LSTM remembers where each
+step looked, not what it read.
+
+`captioning.decoder.ShowAttendTell` is the paper's decoder; `WhereNotWhatDecoder` is chosen as the decoder's class:
+
+    python -m captioning fit --config configs/captioning/shapes_soft.yaml \
+        --model.decoder experiments.decoder_variants.WhereNotWhatDecoder
+
+Its checkpoints record this class path, so they load as the runs of docs/experiments.md trained them ("ShapesWorld
+captioning: what the first reference leaves open, and what the decoder does with its memory", and "Flickr8k: where
+the maps land on real photos"). The bundled models and the configs use the paper's decoder.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from captioning.decoder import ShowAttendTell
+from core.model.attention import AdditiveScore, Score
+
+
+class WhereNotWhatDecoder(ShowAttendTell):
+    """`ShowAttendTell` (its arguments mean the same) whose LSTM is given only where each step looked: the last two
+    entries of z_t, the attended grid position, with `coordinates`; nothing of z_t without them. z_t's content reaches
+    the output layer alone, as in the spatial attention of Lu et al. (2017): the decoder remembers where it looked but
+    not what it saw, so a word about an object must be read at its own step, and its map shows where it was read."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        feature_dim: int,
+        grid_shape: tuple[int, int],
+        *,
+        embed_dim: int = 512,
+        decoder_dim: int = 512,
+        attention_dim: int = 512,
+        dropout: float = 0.5,
+        score: type[Score] = AdditiveScore,
+        state_from_image: bool = True,
+        coordinates: bool = False,
+        fast_path: bool = True,
+    ) -> None:
+        super().__init__(
+            vocab_size, feature_dim, grid_shape, embed_dim=embed_dim, decoder_dim=decoder_dim,
+            attention_dim=attention_dim, dropout=dropout, score=score, state_from_image=state_from_image,
+            coordinates=coordinates, fast_path=fast_path,
+        )  # fmt: skip
+        remembered = 2 if coordinates else 0  # the grid position read, or nothing
+        self.lstm = nn.LSTMCell(embed_dim + remembered, decoder_dim)  # [E y_{t-1}; the position read]
+
+    def _remembered(self, z: Tensor) -> Tensor:
+        """The position read, z_t's last two entries (..., 2), with coordinates; nothing (..., 0) without."""
+        size = self.lstm.input_size - self.embedding.embedding_dim  # 2 or 0
+        return z[..., z.shape[-1] - size :]
