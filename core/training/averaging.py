@@ -27,15 +27,8 @@ from typing import Any, Sequence
 import torch
 from jsonargparse import ArgumentParser
 
-from core.training.checkpoints import (
-    ENCODER_WEIGHTS,
-    CheckpointError,
-    CheckpointKind,
-    Loadable,
-    current_hyperparameters,
-    read_checkpoint,
-    write_checkpoint,
-)
+from core.training.checkpoint_kinds import CheckpointKind
+from core.training.checkpoints import ENCODER_WEIGHTS, CheckpointError, Loadable, read_checkpoint, write_checkpoint
 
 # Hyper-parameters that change how a model is trained or decodes, not what its weights mean; at any depth, so that
 # the arguments of a component (the attention objective's penalty and entropy weights, its REINFORCE baseline, how it
@@ -142,10 +135,7 @@ def average(
     weights = list(weights) if weights is not None else [1.0] * len(sources)
     if len(weights) != len(sources):
         raise ValueError(f"give one weight per checkpoint: {len(sources)} checkpoints, {len(weights)} weights")
-    checkpoints = [read_checkpoint(path) for path in sources]
-    for checkpoint in checkpoints:  # an older checkpoint's options as the model takes them now
-        if isinstance(checkpoint.get("hyper_parameters"), dict):
-            checkpoint["hyper_parameters"] = current_hyperparameters(model_class, checkpoint["hyper_parameters"])
+    checkpoints = [read_checkpoint(path) for path in sources]  # an older checkpoint's options as read today
     for checkpoint, path in zip(checkpoints, sources):
         if "state_dict" not in checkpoint:
             raise CheckpointError(f"{path} holds no model weights (no 'state_dict'): give a training checkpoint")

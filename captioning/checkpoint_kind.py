@@ -1,0 +1,36 @@
+"""What captioning tells the shared core about its checkpoints (`core.training.checkpoint_kinds`), declared through an
+entry point (pyproject.toml): what they are called and hold, and how older ones map onto today's classes. The
+model files leave both to this one."""
+
+from core.training.checkpoint_kinds import CheckpointHistory, CheckpointKind
+
+# What changed since older captioning checkpoints were saved, the bundled ones included (never saved again):
+# `read_checkpoint` reads every checkpoint through it. A change that would break them adds an entry here.
+HISTORY = CheckpointHistory(
+    # modules whose classes moved, when the shared core was split out of `captioning` and since
+    moved_modules={
+        "captioning.attention": "core.model.attention",
+        "captioning.encoder": "core.model.encoder",
+        "captioning.reading": "captioning.decoder",
+        "captioning.hard_attention": "captioning.objectives",
+        "captioning.losses": "captioning.objectives",
+    },
+    # the decoder's options, held at the top level before the decoder became a component (`model.decoder`)
+    flat_components={
+        "decoder": ("captioning.decoder.ShowAttendTell", (
+            "embed_dim", "decoder_dim", "attention_dim", "dropout", "score",
+            "state_from_image", "coordinates", "remember_content", "fast_path",
+        )),
+    },  # fmt: skip
+    renamed_options={
+        # hard attention's lambda_e is a bonus that spreads the maps, not soft attention's sharpening entropy_weight
+        "captioning.objectives.HardAttention": {"entropy_weight": "entropy_bonus"},
+    },
+)
+
+CHECKPOINT_KIND = CheckpointKind(
+    name="captioning",
+    command="python -m captioning",
+    required=("vocabulary",),
+    history=HISTORY,
+)

@@ -1,0 +1,24 @@
+"""What VQA tells the shared core about its checkpoints (`core.training.checkpoint_kinds`), declared through an entry
+point (pyproject.toml): what they are called and hold, and how older ones map onto today's classes. The
+model files leave both to this one."""
+
+from core.training.checkpoint_kinds import CheckpointHistory, CheckpointKind
+
+# What changed since older VQA checkpoints were saved, the bundled ones included (never saved again):
+# `read_checkpoint` reads every checkpoint through it. A change that would break them adds an entry here.
+HISTORY = CheckpointHistory(
+    # the SAN's options, held at the top level before the SAN became a component (`model.san`)
+    flat_components={
+        "san": ("vqa.san.StackedAttention", (
+            "attention_dim", "hops", "dropout", "score", "classifier_hidden", "feature_dropout",
+            "coordinates", "separate_hops", "read_positions", "question_dropout", "fast_path",
+        )),
+    },  # fmt: skip
+)
+
+CHECKPOINT_KIND = CheckpointKind(
+    name="VQA",
+    command="python -m vqa",
+    required=("question_vocabulary", "answers"),
+    history=HISTORY,
+)
