@@ -1,6 +1,6 @@
 """What captioning tells the shared core about its checkpoints (`core.training.checkpoint_kinds`), declared through an
-entry point (pyproject.toml): what they are called and hold, and how older ones map onto today's classes. The
-model files leave both to this one."""
+entry point (pyproject.toml): what they are called and hold, how older ones map onto today's classes, and which
+settings checkpoints of one model may differ in. The model files leave all three to this one."""
 
 from core.training.checkpoint_kinds import CheckpointHistory, CheckpointKind
 
@@ -28,9 +28,19 @@ HISTORY = CheckpointHistory(
     },
 )
 
+# Hyper-parameters that change how a model is trained or decodes, not what its weights mean; at any depth, so that
+# the arguments of a component (the attention objective's penalty and entropy weights, its REINFORCE baseline, how it
+# reads at inference) may differ while its class may not (`core.training.averaging`).
+TRAINING_SETTINGS = frozenset({
+    "learning_rate", "encoder_learning_rate", "lr_decay", "dropout", "label_smoothing", "self_critical",
+    "initial_weights", "beam_size", "length_penalty", "max_length", "penalty_weight", "entropy_weight",
+    "entropy_bonus", "reinforce_weight", "baseline_decay", "expectation_probability", "inference",
+})  # fmt: skip
+
 CHECKPOINT_KIND = CheckpointKind(
     name="captioning",
     command="python -m captioning",
     required=("vocabulary",),
     history=HISTORY,
+    training_settings=TRAINING_SETTINGS,
 )

@@ -1,6 +1,6 @@
 """What VQA tells the shared core about its checkpoints (`core.training.checkpoint_kinds`), declared through an entry
-point (pyproject.toml): what they are called and hold, and how older ones map onto today's classes. The
-model files leave both to this one."""
+point (pyproject.toml): what they are called and hold, how older ones map onto today's classes, and which settings
+checkpoints of one model may differ in. The model files leave all three to this one."""
 
 from core.training.checkpoint_kinds import CheckpointHistory, CheckpointKind
 
@@ -16,9 +16,16 @@ HISTORY = CheckpointHistory(
     },  # fmt: skip
 )
 
+# Hyper-parameters that change how a model is trained, not what its weights mean, at any depth (the SAN's dropouts
+# among them): checkpoints of one model may differ in these and still be averaged (`core.training.averaging`).
+TRAINING_SETTINGS = frozenset({
+    "learning_rate", "encoder_learning_rate", "lr_decay", "dropout", "feature_dropout", "targets", "entropy_weight",
+})  # fmt: skip
+
 CHECKPOINT_KIND = CheckpointKind(
     name="VQA",
     command="python -m vqa",
     required=("question_vocabulary", "answers"),
     history=HISTORY,
+    training_settings=TRAINING_SETTINGS,
 )

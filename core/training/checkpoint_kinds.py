@@ -1,7 +1,8 @@
 """What each task tells the shared core about its checkpoints, without the core naming or importing any task.
 
 A task declares one `CheckpointKind` through an entry point (pyproject.toml). The kind says what its checkpoints are
-called and hold, and how the task's older checkpoints map onto today's classes (its `CheckpointHistory`).
+called and hold. It also says how the task's older checkpoints map onto today's classes (its `CheckpointHistory`),
+and which of their settings may differ between checkpoints of one model (read by `core.training.averaging`).
 `core.training.checkpoints.read_checkpoint` applies the history to every checkpoint it reads, through
 `current_hyperparameters`. So a checkpoint saved before a class moved or an option was renamed still loads, the
 bundled ones included, which are never saved again.
@@ -95,12 +96,16 @@ class CheckpointKind:
         required: the hyper-parameters every checkpoint of this kind has (its vocabularies): they tell the kinds
             apart, and a file without them is refused.
         history: how this kind's older checkpoints map onto today's classes.
+        training_settings: the hyper-parameters that change how a model is trained or decodes, not what its weights
+            mean, at any depth (a component's arguments among them): checkpoints of one model may differ in these
+            alone and still be averaged.
     """
 
     name: str
     command: str
     required: tuple[str, ...]
     history: CheckpointHistory = CheckpointHistory()
+    training_settings: frozenset[str] = frozenset()
 
     def describes(self, hparams: dict[str, Any]) -> bool:
         return all(hparams.get(name) for name in self.required)
