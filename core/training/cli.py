@@ -26,7 +26,7 @@ from core.training.checkpoints import (
     read_checkpoint,
     with_safe_checkpoint_io,
 )
-from core.training.command_help import SUBCOMMANDS, WIDTH, CommandHelp, overlay_without_its_base
+from core.training.command_help import SUBCOMMANDS, WIDTH, CommandHelp
 from core.training.precision import precision_for
 from core.training.progress import CountedModelSummary, training_progress_bar
 from core.training.resume import RUN_BEST, RandomState
@@ -92,7 +92,7 @@ class CheckpointSafeCLI(LightningCLI):
         training) left open is torn down with the interpreter, where its threads can end the process with
         "terminate called without an active exception" and a failure exit status after a run that succeeded.
         """
-        problem = overlay_without_its_base(args if args is not None else sys.argv[1:])
+        problem = cls.command_help.overlay_without_its_base(args if args is not None else sys.argv[1:])
         if problem:
             raise SystemExit(f"error: {problem}")
         show_progress_messages(model_class, datamodule_class)
