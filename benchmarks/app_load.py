@@ -75,10 +75,9 @@ class Expected:
         import demo
         from captioning.bundled import CAPTION_CHECKPOINTS
         from core.training.checkpoints import read_checkpoint
-        from vqa.module import VqaModule
 
         words = read_checkpoint(CAPTION_CHECKPOINTS[model])["hyper_parameters"]["vocabulary"]
-        vqa = VqaModule.current_hyperparameters(read_checkpoint(SHAPES_SAN)["hyper_parameters"])
+        vqa = read_checkpoint(SHAPES_SAN)["hyper_parameters"]
         specials = {"<pad>", "<start>", "<end>", "<unk>"}
         hops = vqa["san"]["init_args"]["hops"]
         return cls(frozenset(words) - specials, hops, min(demo.TOP_ANSWERS, len(vqa["answers"])))

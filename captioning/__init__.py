@@ -13,17 +13,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Captioner"]
 
-# Modules whose classes moved when the shared core was split out of `captioning`: checkpoints trained before record
-# the old import paths in their hyper-parameters (`captioning.encoder.EfficientNetLite`), and still load
-# (`core.training.hparams.current_class_paths`, which reads this through the entry point in pyproject.toml).
-MOVED_MODULES = {
-    "captioning.attention": "core.model.attention",
-    "captioning.encoder": "core.model.encoder",
-    "captioning.reading": "captioning.decoder",
-    "captioning.hard_attention": "captioning.objectives",
-    "captioning.losses": "captioning.objectives",
-}
-
 
 def __getattr__(name: str) -> Any:
     """`captioning.Captioner`, imported on first use: `import captioning` (which every `python -m captioning...`

@@ -11,4 +11,17 @@ HELP = CommandHelp(
         "configs below or your own."
     ),
     task="captioning",
+    # each overlay and the configs given before it, in order
+    overlays={
+        "coco_soft.yaml": ("flickr8k_soft.yaml",),
+        "flickr8k_hard.yaml": ("flickr8k_soft.yaml",),
+        "flickr8k_hard_scst.yaml": ("flickr8k_soft.yaml", "flickr8k_soft_scst.yaml"),
+        "flickr8k_hard_scst_meteor.yaml": ("flickr8k_soft.yaml", "flickr8k_soft_scst.yaml"),
+        "flickr8k_soft_scst.yaml": ("flickr8k_soft.yaml",),
+        "flickr8k_soft_scst_meteor.yaml": ("flickr8k_soft.yaml", "flickr8k_soft_scst.yaml"),
+        "flickr8k_transformer.yaml": ("flickr8k_soft.yaml",),
+        "flickr8k_transformer_scst.yaml": ("flickr8k_soft.yaml", "flickr8k_transformer.yaml", "flickr8k_soft_scst.yaml"),
+        "shapes_compare.yaml": ("shapes_soft.yaml",),
+        "shapes_hard.yaml": ("shapes_soft.yaml",),
+    },
 )

@@ -13,6 +13,7 @@ import lightning as L
 import torch
 from torch import Tensor
 
+from captioning.checkpoint_kind import CHECKPOINT_KIND
 from captioning.decoder import CaptionDecoder, DecoderFactory, ShowAttendTell
 from captioning.naming import Namer, ObjectNaming
 from captioning.metrics import CLOSED_CLASS_WORDS, DETERMINERS, MODIFIERS, caption_flaws, score_captions
@@ -21,7 +22,6 @@ from captioning.search import Generated, beam_search
 from captioning.self_critical import SelfCritical
 from core.training.checkpoints import (
     CheckpointError,
-    CheckpointKind,
     check_kind,
     load_module,
     load_weights,
@@ -31,51 +31,10 @@ from core.training.checkpoints import (
 from core.model.encoder import EfficientNetLite, Encoder
 from core.model.options import OptionError
 from core.training.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
-from core.training.hparams import (
-    class_config,
-    component_from_flat_options,
-    factory_config,
-    plain_hyperparameters,
-    without_removed_options,
-)
+from core.training.hparams import class_config, factory_config, plain_hyperparameters
 from core.maps.measures import mass_in_box
 from core.training.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
-
-
-# What this task's checkpoints are called and what they all hold; declared to `core.training.checkpoints` as an entry
-# point (pyproject.toml), so that a captioning checkpoint given to another task is refused by name.
-CHECKPOINT_KIND = CheckpointKind(name="captioning", command="python -m captioning", required=("vocabulary",))
-
-# The decoder's options that checkpoints saved before the decoder became a component (`model.decoder`) hold at the
-# top level of their hyper-parameters, the bundled ones included.
-FLAT_DECODER_OPTIONS = (
-    "embed_dim", "decoder_dim", "attention_dim", "dropout", "score",
-    "state_from_image", "coordinates", "remember_content", "fast_path",
-)  # fmt: skip
-
-
-# The options `ShowAttendTell` no longer takes (`remember_content=False` is `experiments.decoder_variants`), at the value
-# it now always uses: older checkpoints, the bundled ones included, record them so.
-REMOVED_DECODER_OPTIONS = {"captioning.decoder.ShowAttendTell": {"remember_content": True}}
-
-
-def current_hyperparameters(hparams: dict) -> dict:
-    """A checkpoint's hyper-parameters as this version reads them: the flat decoder options of an older checkpoint
-    become `decoder`, a `ShowAttendTell` config (which its weights, under `decoder.`, already fit), without the options
-    it no longer takes (`REMOVED_DECODER_OPTIONS`), and hard attention's `entropy_weight`, a bonus that spreads the
-    maps, is its `entropy_bonus`."""
-    hparams = component_from_flat_options(
-        hparams, key="decoder", class_path="captioning.decoder.ShowAttendTell", options=FLAT_DECODER_OPTIONS
-    )
-    hparams = without_removed_options(hparams, key="decoder", removed=REMOVED_DECODER_OPTIONS)
-    attention = hparams.get("attention")
-    if isinstance(attention, dict) and attention.get("class_path") == "captioning.objectives.HardAttention":
-        init_args = dict(attention.get("init_args") or {})
-        if "entropy_weight" in init_args:
-            init_args["entropy_bonus"] = init_args.pop("entropy_weight")
-            hparams = {**hparams, "attention": {**attention, "init_args": init_args}}
-    return hparams
 
 
 class CaptioningModule(FusedAdamClipping, L.LightningModule):
@@ -163,8 +122,7 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         self._generated: dict[int, str] = {}
         self._correctness: dict[int, Tensor] = {}
 
-    checkpoint_kind = CHECKPOINT_KIND
-    current_hyperparameters = staticmethod(current_hyperparameters)  # how older checkpoints' options are read now
+    checkpoint_kind = CHECKPOINT_KIND  # what its checkpoints hold, and how older ones are read now
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         supply_packaged_encoder(self, checkpoint)  # a compact checkpoint's encoder weights come from the package
@@ -203,7 +161,7 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
                 f"{path} was trained with another encoder ({theirs.get('class_path')}: {', '.join(differing)}); "
                 "configure model.encoder as that checkpoint's to start from it"
             )
-        theirs = current_hyperparameters(checkpoint["hyper_parameters"])["decoder"]["class_path"]
+        theirs = checkpoint["hyper_parameters"]["decoder"]["class_path"]
         if theirs != self.hparams["decoder"]["class_path"]:
             raise CheckpointError(
                 f"{path} was trained with another decoder ({theirs}); configure model.decoder as that checkpoint's "

@@ -26,8 +26,6 @@ from pathlib import Path
 
 from PIL import Image
 
-from core.training.command_help import config_chain
-
 REPO = Path(__file__).resolve().parents[1]
 
 #: Where the tests' gradio_client calls put the files they download (its default leaves a folder per file in the
@@ -37,6 +35,12 @@ REPO = Path(__file__).resolve().parents[1]
 GRADIO_DOWNLOADS = Path(tempfile.gettempdir()) / f"gradio-client-downloads-{os.getpid()}"
 CAPTIONING_CONFIGS = REPO / "configs" / "captioning"
 VQA_CONFIGS = REPO / "configs" / "vqa"
+
+
+def config_chain(path: Path) -> list[Path]:
+    """The configs given before the config at `path`, then itself, as its task's command line requires them
+    (`TASK.command.HELP`, TASK the config's folder)."""
+    return importlib.import_module(f"{path.parent.name}.command").HELP.config_chain(path)
 
 
 def config_options(path: Path) -> list[str]:

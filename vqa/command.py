@@ -10,4 +10,5 @@ HELP = CommandHelp(
         "or your own."
     ),
     task="vqa",
+    overlays={"easyvqa_san.yaml": ("shapes_san.yaml",)},  # each overlay and the configs given before it, in order
 )

@@ -17,50 +17,18 @@ from torch import Tensor
 from core.maps.measures import map_entropy, mass_in_boxes
 from core.model.encoder import EfficientNetLite, Encoder
 from core.model.options import OptionError
-from core.training.checkpoints import CheckpointKind, load_module, supply_packaged_encoder
+from core.training.checkpoints import load_module, supply_packaged_encoder
 from core.training.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
-from core.training.hparams import (
-    component_from_flat_options,
-    factory_config,
-    plain_hyperparameters,
-    without_removed_options,
-)
+from core.training.hparams import factory_config, plain_hyperparameters
 from core.training.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 from data.vqa import VqaSample
 from vqa.answers import AnswerTargets, AnswerVocabulary, SoftScores
+from vqa.checkpoint_kind import CHECKPOINT_KIND
 from vqa.metrics import QuestionRecord, daquar_metrics, vqa_accuracy
 from vqa.question_encoder import LstmQuestionEncoder, QuestionEncoder
 from vqa.questions import user_question_ids
 from vqa.san import SanFactory, SanOutput, StackedAttention
-
-
-# What this task's checkpoints are called and what they all hold; declared to `core.training.checkpoints` as an entry
-# point (pyproject.toml), so that a VQA checkpoint given to another task is refused by name.
-CHECKPOINT_KIND = CheckpointKind(name="VQA", command="python -m vqa", required=("question_vocabulary", "answers"))
-
-# The SAN's options that checkpoints saved before the SAN became a component (`model.san`) hold at the top level of
-# their hyper-parameters, the bundled ones included.
-FLAT_SAN_OPTIONS = (
-    "attention_dim", "hops", "dropout", "score", "classifier_hidden", "feature_dropout",
-    "coordinates", "separate_hops", "read_positions", "question_dropout", "fast_path",
-)  # fmt: skip
-
-# The options `StackedAttention` no longer takes (they moved to `experiments.san_variants`), at the values it now
-# always uses: older checkpoints, the bundled ones included, record them so.
-REMOVED_SAN_OPTIONS = {
-    "vqa.san.StackedAttention": {"separate_hops": False, "read_positions": False, "question_dropout": 0.0},
-}
-
-
-def current_hyperparameters(hparams: dict) -> dict:
-    """A checkpoint's hyper-parameters as this version reads them: the flat SAN options of an older checkpoint become
-    `san`, a `StackedAttention` config (which its weights, under `san.`, already fit), without the options it no
-    longer takes (`REMOVED_SAN_OPTIONS`)."""
-    hparams = component_from_flat_options(
-        hparams, key="san", class_path="vqa.san.StackedAttention", options=FLAT_SAN_OPTIONS
-    )
-    return without_removed_options(hparams, key="san", removed=REMOVED_SAN_OPTIONS)
 
 
 @dataclass
@@ -137,8 +105,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         self._answers: dict[int, str] = {}
         self._correctness: dict[int, Tensor] = {}
 
-    checkpoint_kind = CHECKPOINT_KIND
-    current_hyperparameters = staticmethod(current_hyperparameters)  # how older checkpoints' options are read now
+    checkpoint_kind = CHECKPOINT_KIND  # what its checkpoints hold, and how older ones are read now
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         supply_packaged_encoder(self, checkpoint)  # a compact checkpoint's encoder weights come from the package

@@ -9,9 +9,9 @@ CIDEr-D + 5 x METEOR. Choose the weights on the validation split, like any other
 
 The checkpoints must be of one model, or their average means nothing. They must be the same kind of model,
 with the same weight names and shapes and the same hyper-parameters. The only settings that may differ are
-those of training and decoding, listed in `TRAINING_SETTINGS`. The vocabularies must be the same too, since a
-word's row in one embedding must be that word's row in the other. Anything else is refused, with a message that
-names the file.
+those of training and decoding, which each task lists in the kind of its checkpoints
+(`CheckpointKind.training_settings`). The vocabularies must be the same too, since a word's row in one embedding must
+be that word's row in the other. Anything else is refused, with a message that names the file.
 
 The result keeps the first checkpoint's hyper-parameters and no optimiser or loop state. It is a model to test,
 bundle (`python -m captioning.bundle`) and serve, not a run to resume. Its `averaged_from` entry records each
@@ -27,48 +27,15 @@ from typing import Any, Sequence
 import torch
 from jsonargparse import ArgumentParser
 
-from core.training.checkpoints import (
-    ENCODER_WEIGHTS,
-    CheckpointError,
-    CheckpointKind,
-    Loadable,
-    current_hyperparameters,
-    read_checkpoint,
-    write_checkpoint,
-)
-
-# Hyper-parameters that change how a model is trained or decodes, not what its weights mean; at any depth, so that
-# the arguments of a component (the attention objective's penalty and entropy weights, its REINFORCE baseline, how it
-# reads at inference) may differ while its class may not.
-TRAINING_SETTINGS = frozenset(
-    {
-        "learning_rate",
-        "encoder_learning_rate",
-        "lr_decay",
-        "dropout",
-        "feature_dropout",
-        "label_smoothing",
-        "self_critical",
-        "initial_weights",
-        "targets",
-        "beam_size",
-        "length_penalty",
-        "max_length",
-        "penalty_weight",
-        "entropy_weight",
-        "entropy_bonus",
-        "reinforce_weight",
-        "baseline_decay",
-        "expectation_probability",
-        "inference",
-    }
-)
+from core.training.checkpoint_kinds import CheckpointKind
+from core.training.checkpoints import ENCODER_WEIGHTS, CheckpointError, Loadable, read_checkpoint, write_checkpoint
 
 
-def model_defining(value: Any) -> Any:
-    """A hyper-parameter's value without the training settings nested in it (`TRAINING_SETTINGS`)."""
+def model_defining(value: Any, settings: frozenset[str]) -> Any:
+    """A hyper-parameter's value without the training settings nested in it (`settings`, a kind's
+    `training_settings`)."""
     if isinstance(value, dict):
-        return {key: model_defining(item) for key, item in value.items() if key not in TRAINING_SETTINGS}
+        return {key: model_defining(item, settings) for key, item in value.items() if key not in settings}
     return value
 
 
@@ -107,13 +74,14 @@ def check_same_model(checkpoints: Sequence[dict[str, Any]], paths: Sequence[Path
     """Raise CheckpointError, naming the file, when a checkpoint is not of `kind`, or not of the same model as the
     first."""
     reference, reference_path = checkpoints[0], paths[0]
+    settings = kind.training_settings  # what checkpoints of one model may differ in
     for checkpoint, path in zip(checkpoints, paths):
         if not kind.describes(checkpoint.get("hyper_parameters") or {}):
             raise CheckpointError(f"{path} is not a {kind.name} checkpoint: only {kind.name} checkpoints average here")
     for checkpoint, path in zip(checkpoints[1:], paths[1:]):
         ours, theirs = reference.get("hyper_parameters", {}), checkpoint.get("hyper_parameters", {})
-        for name in sorted((ours.keys() | theirs.keys()) - TRAINING_SETTINGS):
-            if model_defining(ours.get(name)) != model_defining(theirs.get(name)):
+        for name in sorted((ours.keys() | theirs.keys()) - settings):
+            if model_defining(ours.get(name), settings) != model_defining(theirs.get(name), settings):
                 raise CheckpointError(
                     f"{path} differs from {reference_path} in {name!r}: only checkpoints of one model "
                     "(the same vocabulary, sizes and attention) can be averaged"
@@ -142,10 +110,7 @@ def average(
     weights = list(weights) if weights is not None else [1.0] * len(sources)
     if len(weights) != len(sources):
         raise ValueError(f"give one weight per checkpoint: {len(sources)} checkpoints, {len(weights)} weights")
-    checkpoints = [read_checkpoint(path) for path in sources]
-    for checkpoint in checkpoints:  # an older checkpoint's options as the model takes them now
-        if isinstance(checkpoint.get("hyper_parameters"), dict):
-            checkpoint["hyper_parameters"] = current_hyperparameters(model_class, checkpoint["hyper_parameters"])
+    checkpoints = [read_checkpoint(path) for path in sources]  # an older checkpoint's options as read today
     for checkpoint, path in zip(checkpoints, sources):
         if "state_dict" not in checkpoint:
             raise CheckpointError(f"{path} holds no model weights (no 'state_dict'): give a training checkpoint")

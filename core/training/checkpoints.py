@@ -18,8 +18,6 @@ import os
 import pickle
 import re
 import uuid
-from dataclasses import dataclass
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, TypeVar
 
@@ -31,39 +29,9 @@ from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.cli import instantiate_module
 from lightning.pytorch.plugins.io import CheckpointIO, TorchCheckpointIO
 
-from core.training.hparams import current_class_paths
+from core.training.checkpoint_kinds import CheckpointKind, current_hyperparameters, installed_kinds
 
 M = TypeVar("M", bound=L.LightningModule)
-
-
-# The entry-point group (pyproject.toml) where each task declares its `CheckpointKind`, so that the checks here can
-# name the kind of a checkpoint given to the wrong task without this package naming or importing any task.
-KIND_ENTRY_POINTS = "visual_attention.checkpoint_kinds"
-
-
-@dataclass(frozen=True)
-class CheckpointKind:
-    """A task's kind of checkpoint, as the task declares it.
-
-    Args:
-        name: what messages call it ("a captioning checkpoint").
-        command: the command that takes it ("python -m captioning").
-        required: the hyper-parameters every checkpoint of this kind has (its vocabularies): they tell the kinds
-            apart, and a file without them is refused.
-    """
-
-    name: str
-    command: str
-    required: tuple[str, ...]
-
-    def describes(self, hparams: dict[str, Any]) -> bool:
-        return all(hparams.get(name) for name in self.required)
-
-
-def installed_kinds() -> list[CheckpointKind]:
-    """The kinds the installed tasks declare (entry points of group `KIND_ENTRY_POINTS`), each task's module loaded
-    only now; none where the project runs without being installed."""
-    return [entry.load() for entry in entry_points(group=KIND_ENTRY_POINTS)]
 
 
 class Loadable(Protocol):
@@ -94,7 +62,9 @@ class CheckpointError(ValueError):
 
 
 def read_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """The checkpoint's dictionary, read without executing pickled code."""
+    """The checkpoint's dictionary, read without executing pickled code, its hyper-parameters as this version reads
+    them: an older checkpoint's moved classes and options are mapped onto today's by the history its kind declares
+    (`core.training.checkpoint_kinds.current_hyperparameters`)."""
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError:
@@ -112,7 +82,7 @@ def read_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu
     if not isinstance(checkpoint, dict):
         raise CheckpointError(f"{path} is not a Lightning checkpoint (it holds a {type(checkpoint).__name__})")
     if isinstance(checkpoint.get("hyper_parameters"), dict):
-        checkpoint["hyper_parameters"] = current_class_paths(checkpoint["hyper_parameters"])
+        checkpoint["hyper_parameters"] = current_hyperparameters(checkpoint["hyper_parameters"])
     return checkpoint
 
 
@@ -165,13 +135,6 @@ def check_weights_fit(model: torch.nn.Module, checkpoint: dict[str, Any], path: 
         raise CheckpointError(f"{path} has weights of other sizes than the model it is loaded into: {_names(wrong, 3)}")
 
 
-def current_hyperparameters(model_class: type, hparams: dict[str, Any]) -> dict[str, Any]:
-    """A checkpoint's hyper-parameters in the form `model_class` takes now: a model class whose options moved since
-    its older checkpoints were saved maps them in its `current_hyperparameters` (static) method; others have none."""
-    upgrade = getattr(model_class, "current_hyperparameters", None)
-    return upgrade(hparams) if upgrade is not None else hparams
-
-
 def load_module(
     cls: type[M],
     path: str | Path,
@@ -190,7 +153,7 @@ def load_module(
     checkpoint = read_checkpoint(path, map_location=map_location)
     required = cls.checkpoint_kind.required
     check_kind(checkpoint, path, cls.checkpoint_kind)
-    hparams = current_hyperparameters(cls, dict(checkpoint["hyper_parameters"]))
+    hparams = dict(checkpoint["hyper_parameters"])
     hparams.pop("_instantiator", None)
     hparams.pop("_class_path", None)
     vocabularies = [hparams.pop(name) for name in required]

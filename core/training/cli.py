@@ -18,16 +18,15 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.warnings import PossibleUserWarning
 
 from core.model.options import OptionError
+from core.training.checkpoint_kinds import moved_class_message
 from core.training.checkpoints import (
     CheckpointError,
     check_kind,
     check_weights_fit,
-    current_hyperparameters,
     read_checkpoint,
     with_safe_checkpoint_io,
 )
-from core.training.command_help import SUBCOMMANDS, WIDTH, CommandHelp, overlay_without_its_base
-from core.training.hparams import moved_modules
+from core.training.command_help import SUBCOMMANDS, WIDTH, CommandHelp
 from core.training.precision import precision_for
 from core.training.progress import CountedModelSummary, training_progress_bar
 from core.training.resume import RUN_BEST, RandomState
@@ -93,7 +92,7 @@ class CheckpointSafeCLI(LightningCLI):
         training) left open is torn down with the interpreter, where its threads can end the process with
         "terminate called without an active exception" and a failure exit status after a run that succeeded.
         """
-        problem = overlay_without_its_base(args if args is not None else sys.argv[1:])
+        problem = cls.command_help.overlay_without_its_base(args if args is not None else sys.argv[1:])
         if problem:
             raise SystemExit(f"error: {problem}")
         show_progress_messages(model_class, datamodule_class)
@@ -122,7 +121,7 @@ class CheckpointSafeCLI(LightningCLI):
     def _parse_ckpt_path(self) -> None:
         # LightningCLI's own version reads the file's hyper-parameters into the config; this one checks the file
         # first, so a bad one is reported by name instead of failing inside torch or the argument parser, and
-        # reads it through `read_checkpoint`, which brings class paths of moved modules up to date
+        # reads it through `read_checkpoint`, which brings an older checkpoint's classes and options up to date
         subcommand = self.config.get("subcommand")
         path = self.config[subcommand].get("ckpt_path") if subcommand else None
         if not path or path in LIGHTNING_CKPT_NAMES or str(path).startswith("registry"):
@@ -132,7 +131,7 @@ class CheckpointSafeCLI(LightningCLI):
         checkpoint = read_checkpoint(path)
         check_kind(checkpoint, path, self.model_class.checkpoint_kind)
         self._checkpoint = (path, checkpoint)
-        hparams = current_hyperparameters(self.model_class, dict(checkpoint.get("hyper_parameters") or {}))
+        hparams = dict(checkpoint.get("hyper_parameters") or {})
         hparams.pop("_instantiator", None)
         if "_class_path" in hparams:
             hparams = {"class_path": hparams.pop("_class_path"), "dict_kwargs": hparams}
@@ -296,21 +295,6 @@ class RunFolderParser(LightningArgumentParser):
         cfg = cfg.clone()
         log_to_run_folder(cfg)
         return super().dump(cfg, *args, **kwargs)
-
-
-def moved_class_message(error: str) -> str | None:
-    """The line that tells where the classes went, when `error` (a failed import or a parser's complaint) names a
-    class by a path of `moved_modules()`; None otherwise."""
-    def named(path: str) -> bool:  # as an import path, or as the attribute a package lacks
-        package, _, module = path.rpartition(".")
-        return path in error or f"module '{package}' has no attribute '{module}'" in error
-
-    moved = moved_modules()
-    old = [path for path in moved if named(path)]
-    if not old:
-        return None
-    moves = ", ".join(f"{path}.* is now {moved[path]}.*" for path in old)
-    return f"error: a config or option names a class by a path that moved: {moves}"
 
 
 def log_to_run_folder(config: Namespace) -> None:

@@ -12,8 +12,8 @@ import os
 import re
 import sys
 import textwrap
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 #: The configs of every task, beside the packages (a checkout installed with `pip install -e .`).
@@ -41,11 +41,15 @@ class CommandHelp:
         prog: how it is run ("python -m captioning").
         description: what it does, one paragraph.
         task: the folder of its configs under configs/ ("captioning").
+        overlays: {overlay config: the configs given before it, in order}, by file name in that folder. An overlay
+            holds only what differs from the configs before it, and the command line refuses it without them. Each
+            config's header comment shows the command that gives it; a test checks the two agree.
     """
 
     prog: str
     description: str
     task: str
+    overlays: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def configs(self) -> dict[str, str]:
         """{config path as a user types it: what it trains}, from each config's first comment line, in name order."""
@@ -60,11 +64,34 @@ class CommandHelp:
         `--help`."""
         lines = [f"configs (a base: {self.prog} fit --config CONFIG; an overlay after the configs it names, in order):"]
         for path, what in self.configs().items():
-            before = [config.name for config in config_chain(CONFIGS.parent / path)[:-1]]
+            before = self.overlays.get(Path(path).name, ())
             what += f" [after {', '.join(before)}]" if before else ""
             lines += textwrap.wrap(what, WIDTH, initial_indent=f"  {path}: ", subsequent_indent="      ")
         lines += ["", f"every option of a subcommand and config: {self.prog} SUBCOMMAND --config CONFIG --help"]
         return "\n".join(lines)
+
+    def config_chain(self, path: Path) -> list[Path]:
+        """The configs given before the config at `path` (`overlays`), then itself: each --config reads over the
+        ones before it. A config outside this task's folder has none before it."""
+        folder = CONFIGS / self.task
+        if Path(path).resolve().parent != folder:
+            return [Path(path)]
+        return [*(folder / name for name in self.overlays.get(Path(path).name, ())), Path(path)]
+
+    def overlay_without_its_base(self, argv: Sequence[str]) -> str | None:
+        """What is wrong when a command line gives an overlay config without the configs it is given after
+        (`flickr8k_hard.yaml` alone: it holds only what differs from `flickr8k_soft.yaml`); None when nothing is."""
+        given = [path.resolve() for path in given_configs(argv) if path.is_file()]
+        for position, config in enumerate(given):
+            chain = self.config_chain(config)
+            missing = [base for base in chain[:-1] if base.resolve() not in given[:position]]
+            if missing:
+                command = " ".join(f"--config {path.relative_to(CONFIGS.parent)}" for path in chain)
+                return (
+                    f"{config.name} is an overlay: give it after {', '.join(base.name for base in missing)}, "
+                    f"in the order its first lines say ({command})"
+                )
+        return None
 
     def text(self) -> str:
         """The whole answer to a bare `--help`."""
@@ -97,19 +124,6 @@ class CommandHelp:
         return True
 
 
-def config_chain(path: Path) -> list[Path]:
-    """The configs a config is given after, then itself, as the command in its header comment names them: a base,
-    then overlays (`python -m captioning fit --config configs/captioning/A.yaml --config configs/captioning/B.yaml`,
-    continued over comment lines with a backslash). Each --config reads over the ones before it."""
-    header = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.startswith("#"):
-            break
-        header.append(line.lstrip("# ").rstrip("\\ "))
-    command = " ".join(header).partition(" fit ")[2]
-    return [CONFIGS.parent / name for name in re.findall(r"--config (configs/\S+\.yaml)", command)]
-
-
 def given_configs(argv: Sequence[str]) -> list[Path]:
     """The config files a command line gives (`--config F`, `--config=F`, `-c F`), in order."""
     configs = []
@@ -119,22 +133,6 @@ def given_configs(argv: Sequence[str]) -> list[Path]:
         elif option.startswith("--config="):
             configs.append(Path(option.partition("=")[2]))
     return configs
-
-
-def overlay_without_its_base(argv: Sequence[str]) -> str | None:
-    """What is wrong when a command line gives an overlay config without the configs its header says go before it
-    (`flickr8k_hard.yaml` alone: it holds only what differs from `flickr8k_soft.yaml`); None when nothing is."""
-    given = [path.resolve() for path in given_configs(argv) if path.is_file()]
-    for position, config in enumerate(given):
-        before = config_chain(config)[:-1]
-        missing = [base for base in before if base.resolve() not in given[:position]]
-        if missing:
-            chain = " ".join(f"--config {path.relative_to(CONFIGS.parent)}" for path in config_chain(config))
-            return (
-                f"{config.name} is an overlay: give it after {', '.join(base.name for base in missing)}, "
-                f"in the order its first lines say ({chain})"
-            )
-    return None
 
 
 def summary(config: str) -> str:

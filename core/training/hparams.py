@@ -10,39 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from importlib.metadata import entry_points
 from typing import Any
-
-# The entry-point group (pyproject.toml) where a task declares the modules whose classes moved since its older
-# checkpoints were saved, as {old module path: current one}: such checkpoints record the old import paths in their
-# hyper-parameters, and still load.
-MOVED_ENTRY_POINTS = "visual_attention.moved_modules"
-
-
-# This package's own modules that moved into its sub-packages (`core.model`, `core.maps`, `core.training`): checkpoints
-# saved before record their classes' old paths (`core.encoder.EfficientNetLite`, `core.attention.AdditiveScore`).
-CORE_MOVES = {
-    "core.attention": "core.model.attention",
-    "core.encoder": "core.model.encoder",
-    "core.fast_path": "core.model.fast_path",
-    "core.pretrained": "core.model.pretrained",
-    "core.overlays": "core.maps.overlays",
-    "core.map_measures": "core.maps.measures",
-    **{f"core.{name}": f"core.training.{name}" for name in (
-        "averaging", "batches", "bundle", "checkpoints", "cli", "command_help", "curves", "features", "gathering",
-        "hparams", "optimization", "precision", "progress", "results", "resume", "tensorboard", "wordnet"
-    )},
-}
-
-
-@functools.cache
-def moved_modules() -> dict[str, str]:
-    """{old module path: current one}: this package's (`CORE_MOVES`) and every installed task's
-    (`MOVED_ENTRY_POINTS`)."""
-    moves = dict(CORE_MOVES)
-    for entry in entry_points(group=MOVED_ENTRY_POINTS):
-        moves.update(entry.load())
-    return moves
 
 
 def import_path(cls: type) -> str:
@@ -100,46 +68,3 @@ def factory_config(factory: Any) -> dict[str, Any]:
     }
     init_args = {name: import_path(value) if isinstance(value, type) else value for name, value in init_args.items()}
     return {"class_path": import_path(factory), "init_args": init_args}
-
-
-def component_from_flat_options(hparams: dict[str, Any], *, key: str, class_path: str, options: tuple[str, ...]) -> dict:
-    """A checkpoint's hyper-parameters with the options of a part saved before it became a component (flat, at the
-    top level) gathered under `key` as {"class_path", "init_args"}; the part's weights already sit under `key.`.
-    Hyper-parameters that have `key` are returned as they are."""
-    if key in hparams:
-        return hparams
-    hparams = dict(hparams)
-    init_args = {name: hparams.pop(name) for name in options if name in hparams}
-    hparams[key] = {"class_path": class_path, "init_args": init_args}
-    return hparams
-
-
-def without_removed_options(hparams: dict[str, Any], *, key: str, removed: dict[str, dict[str, Any]]) -> dict:
-    """A checkpoint's hyper-parameters without the options that the class of component `key` no longer takes, where
-    they hold the value the class now always uses: `removed` is {class path: {option: that value}}. An option saved at
-    another value is kept, so that building the class refuses it by name."""
-    component = hparams.get(key)
-    if not isinstance(component, dict) or component.get("class_path") not in removed:
-        return hparams
-    gone = removed[component["class_path"]]
-    init_args = {
-        name: value
-        for name, value in (component.get("init_args") or {}).items()
-        if not (name in gone and value == gone[name])
-    }
-    return {**hparams, key: {**component, "init_args": init_args}}
-
-
-def current_class_paths(value: Any) -> Any:
-    """`value` (hyper-parameters: nested dicts, lists and strings) with every class path of a moved module
-    (`moved_modules`) replaced by its current one."""
-    if isinstance(value, dict):
-        return {key: current_class_paths(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [current_class_paths(item) for item in value]
-    if isinstance(value, str) and "." in value:
-        module, _, name = value.rpartition(".")
-        moves = moved_modules()
-        if module in moves:
-            return f"{moves[module]}.{name}"
-    return value

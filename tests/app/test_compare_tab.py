@@ -25,7 +25,7 @@ from captioning.bundled import COMPARE_CHECKPOINTS, DECODER_CHECKPOINTS, SHAPES_
 from captioning.export import follow_caption, generate_caption
 from captioning.module import CaptioningModule
 from core.maps.overlays import heat_maps, overlay
-from core.training.checkpoints import current_hyperparameters, read_checkpoint
+from core.training.checkpoints import read_checkpoint
 from data.images import load_image
 from data.shapes_scene import generate_split_scene, render_scene
 from tests.app.test_demo import (
@@ -121,7 +121,7 @@ def test_the_app_has_a_compare_tab_with_the_six_score_functions_first_then_the_t
     ]
     assert [group.checkpoints for group in demo.COMPARE_GROUPS] == [COMPARE_CHECKPOINTS, DECODER_CHECKPOINTS]
     decoders = [
-        current_hyperparameters(CaptioningModule, read_checkpoint(path)["hyper_parameters"])["decoder"]
+        read_checkpoint(path)["hyper_parameters"]["decoder"]
         for path in DECODER_CHECKPOINTS.values()
     ]
     assert [decoder["class_path"] for decoder in decoders] == [

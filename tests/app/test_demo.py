@@ -49,14 +49,13 @@ from data.images import ImageLoadError, load_image
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.answers import answer_words
 from vqa.bundled import DAQUAR_SAN, FLICKR8K_QA_SAN, QUESTION_SCOPES, SHAPES_SAN, VQA_CHECKPOINTS
-from vqa.module import VqaModule
 
 SPECIALS = {"<pad>", "<start>", "<end>", "<unk>"}
 SHAPES_VQA = next(name for name, path in VQA_CHECKPOINTS.items() if path == SHAPES_SAN)  # the questions below are
 # about shapes and colours, in its words
 DAQUAR_VQA = next(name for name, path in VQA_CHECKPOINTS.items() if path == DAQUAR_SAN)
 FLICKR8K_QA_VQA = next(name for name, path in VQA_CHECKPOINTS.items() if path == FLICKR8K_QA_SAN)
-HOPS = VqaModule.current_hyperparameters(read_checkpoint(SHAPES_SAN)["hyper_parameters"])["san"]["init_args"]["hops"]
+HOPS = read_checkpoint(SHAPES_SAN)["hyper_parameters"]["san"]["init_args"]["hops"]
 ANSWERS = min(demo.TOP_ANSWERS, len(read_checkpoint(SHAPES_SAN)["hyper_parameters"]["answers"]))
 
 from tests.helpers import GRADIO_DOWNLOADS

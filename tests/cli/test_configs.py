@@ -1,10 +1,12 @@
 """The configs: one base per task family (flickr8k_soft.yaml, shapes_soft.yaml, shapes_san.yaml, ...) and small
-overlays given after it with a repeated --config, each config's header saying the command that gives it; what a
-whole task shares is in configs/TASK.yaml, which the CLI reads first. No block of settings is written twice, and
-every command of the docs gives an overlay after the configs it builds on."""
+overlays given after it with a repeated --config, as each task's `command.HELP.overlays` says and each config's
+header shows in the command that gives it; what a whole task shares is in configs/TASK.yaml, which the CLI reads
+first. No block of settings is written twice, and every command of the docs gives an overlay after the configs it
+builds on."""
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import re
 from pathlib import Path
@@ -35,10 +37,30 @@ def longest_shared_run(a: list[str], b: list[str]) -> int:
     return best
 
 
+def header_chain(path: Path) -> list[Path]:
+    """The configs that the command in a config's header comment gives, in order (`python -m captioning fit --config
+    configs/captioning/A.yaml --config configs/captioning/B.yaml`, continued over comment lines with a backslash)."""
+    header = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        header.append(line.lstrip("# ").rstrip("\\ "))
+    command = " ".join(header).partition(" fit ")[2]
+    return [REPO / name for name in re.findall(r"--config (configs/\S+\.yaml)", command)]
+
+
 @pytest.mark.parametrize("config", CONFIGS, ids=[f"{path.parent.name}/{path.stem}" for path in CONFIGS])
-def test_each_config_parses_given_after_the_configs_its_header_names(config: Path):
-    chain = config_chain(config)
-    assert chain and chain[-1] == config, f"{config.name}'s header does not give it in its command"
+def test_each_config_header_gives_it_after_the_configs_its_command_line_requires(config: Path):
+    """The header is documentation: the command line reads the chain from its task's `command.HELP.overlays`."""
+    assert header_chain(config) == config_chain(config), (
+        f"{config.name}'s header command and {config.parent.name}/command.py's overlays give other configs before it"
+    )
+    overlays = importlib.import_module(f"{config.parent.name}.command").HELP.overlays
+    assert overlays.keys() <= {path.name for path in config.parent.glob("*.yaml")}
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[f"{path.parent.name}/{path.stem}" for path in CONFIGS])
+def test_each_config_parses_given_after_the_configs_it_is_an_overlay_of(config: Path):
     printed = printed_config(config)
     own = yaml.safe_load(config.read_text(encoding="utf-8"))
     assert printed["trainer"]["default_root_dir"] == own["trainer"]["default_root_dir"]  # this config's run

@@ -1,8 +1,10 @@
 """Checkpoint averaging (`python -m captioning.averaging`): the weights against a hand computation, a model that
-loads and captions, and refusals, by file name, of checkpoints that are not of one model."""
+loads and captions, and refusals, by file name, of checkpoints that are not of one model, as each task's kind says
+which settings checkpoints of one model may differ in."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from core.training import averaging
 from core.training.checkpoints import CheckpointError, read_checkpoint, write_checkpoint
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.bundled import SHAPES_SAN
+from vqa.module import VqaModule
 
 
 def average(sources: list[Path], target: Path, **options) -> dict:
@@ -101,3 +104,18 @@ def test_checkpoints_of_different_models_are_refused_by_name(pair, tmp_path, cap
     assert main([str(out), str(SHAPES_SOFT)]) == 2
     assert "give at least two checkpoints" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_vqa_checkpoints_may_differ_in_the_training_settings_its_kind_declares(tmp_path):
+    """The SAN's dropout is one of VQA's training settings (`vqa.checkpoint_kind`); its number of hops is not."""
+    reference = read_checkpoint(SHAPES_SAN)
+
+    def with_san(**init_args) -> dict:
+        checkpoint = copy.deepcopy(reference)
+        checkpoint["hyper_parameters"]["san"]["init_args"].update(init_args)
+        return checkpoint
+
+    paths, kind = [SHAPES_SAN, tmp_path / "other.ckpt"], VqaModule.checkpoint_kind
+    averaging.check_same_model([reference, with_san(dropout=0.1)], paths, kind)
+    with pytest.raises(CheckpointError, match=r"other\.ckpt differs from .*shapes_san\.ckpt in 'san'"):
+        averaging.check_same_model([reference, with_san(hops=3)], paths, kind)

@@ -274,18 +274,3 @@ def test_soft_attention_logs_its_penalty_only_when_the_penalty_is_on():
     mask = (targets != PAD).unsqueeze(-1)
     expected = ((1 - (out.weights * mask).sum(dim=1)) ** 2).sum(dim=1).mean()
     assert torch.allclose(on.parts["penalty"], expected, atol=1e-6)
-
-
-def test_a_checkpoint_that_names_the_bonus_entropy_weight_loads_with_it_as_entropy_bonus():
-    """Hard attention's lambda_e, an entropy bonus that spreads the maps, was called `entropy_weight`, the name of
-    soft attention's sharpening term: the bundled ShapesWorld hard model records it under that name (0, where the
-    class's default is 0.002)."""
-    from captioning.bundled import SHAPES_HARD
-    from captioning.module import CaptioningModule
-    from core.training.checkpoints import read_checkpoint
-
-    raw = read_checkpoint(SHAPES_HARD)["hyper_parameters"]["attention"]["init_args"]
-    assert raw["entropy_weight"] == 0.0 and "entropy_bonus" not in raw
-    model = CaptioningModule.load(SHAPES_HARD)
-    assert model.attention.entropy_bonus == 0.0
-    assert "entropy_weight" not in model.hparams["attention"]["init_args"]

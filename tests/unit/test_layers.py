@@ -1,16 +1,16 @@
 """The layers: data <- core <- captioning, vqa <- demo.py. A package imports only the layers below it, and the shared
-core names no task: what is a task's own (its checkpoint kind, its moved modules, its bundle settings) the task
-declares (pyproject.toml's entry points, `core.training.bundle.Setting`)."""
+core names no task: what is a task's own (its checkpoint kind with the history of its older checkpoints and its
+training settings, its bundle settings) the task declares (pyproject.toml's entry points, `core.training.bundle.Setting`)."""
 
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from core.training.checkpoints import installed_kinds
-from core.training.hparams import moved_modules
+from core.training.checkpoint_kinds import KIND_ENTRY_POINTS, installed_kinds
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = ("captioning", "vqa")
@@ -65,13 +65,19 @@ def test_the_core_names_no_task_outside_its_docstrings():
     assert not named
 
 
-def test_each_task_declares_its_checkpoint_kind_and_moved_modules_to_the_core():
-    from captioning import MOVED_MODULES
+def test_each_task_declares_its_checkpoint_kind_to_the_core():
+    """pyproject.toml names each task's declaration, a module that loads neither torch nor the task's model; its kind
+    is the one the task's model uses (also where the installed entry points were written by an older pyproject)."""
+    from importlib.metadata import EntryPoint
+
     from captioning.module import CaptioningModule
     from vqa.module import VqaModule
 
-    assert installed_kinds() == [CaptioningModule.checkpoint_kind, VqaModule.checkpoint_kind]
-    assert MOVED_MODULES.items() <= moved_modules().items()
+    kinds = [CaptioningModule.checkpoint_kind, VqaModule.checkpoint_kind]
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["entry-points"]
+    assert declared[KIND_ENTRY_POINTS] == {task: f"{task}.checkpoint_kind:CHECKPOINT_KIND" for task in TASKS}
+    assert [EntryPoint(task, value, KIND_ENTRY_POINTS).load() for task, value in declared[KIND_ENTRY_POINTS].items()] == kinds
+    assert list(installed_kinds()) == kinds
 
 
 def test_the_command_line_tools_parse_with_jsonargparse_as_the_task_clis_do():

@@ -25,7 +25,6 @@ from data.shapes_scene import generate_split_scene, render_scene
 from vqa import Answerer
 from vqa.bundled import MODELS as VQA_MODELS
 from vqa.bundled import SHAPES_SAN, VQA_CHECKPOINTS
-from vqa.module import VqaModule
 from vqa.questions import QuestionError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,7 +170,7 @@ def test_ask_returns_sorted_answers_and_a_map_per_hop(answerer, scenes, tmp_path
     probabilities = [p for _, p in answer.answers]
     assert len(answer.answers) == 5 and probabilities == sorted(probabilities, reverse=True)
     assert 0 < sum(probabilities) <= 1 + 1e-6
-    hparams = VqaModule.current_hyperparameters(read_checkpoint(SHAPES_SAN)["hyper_parameters"])
+    hparams = read_checkpoint(SHAPES_SAN)["hyper_parameters"]
     hops, grid = hparams["san"]["init_args"]["hops"], VQA_MODELS["shapes-san"].grid
     assert answer.hops.shape == (hops, grid, grid)
     torch.testing.assert_close(answer.hops.sum(dim=(1, 2)), torch.ones(hops))

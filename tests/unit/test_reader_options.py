@@ -13,17 +13,15 @@ import re
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
 from captioning.decoder import ShowAttendTell
-from captioning.module import CaptioningModule
 from captioning.objectives import HardAttention, SoftAttention
 from captioning.self_critical import SelfCritical
 from captioning.transformer import TransformerDecoder
 from core.model.attention import AdditiveScore, Attention
-from core.training.hparams import current_class_paths, import_path
-from vqa.module import VqaModule
+from core.training.checkpoints import read_checkpoint
+from core.training.hparams import import_path
 from vqa.san import StackedAttention
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,10 +74,9 @@ def from_configs() -> dict[str, set[str]]:
 def from_bundled_checkpoints() -> dict[str, set[str]]:
     """{class path: the options the bundled checkpoints record for it}, read as the loaders read them."""
     found: dict[str, set[str]] = {}
-    for module, folder in ((CaptioningModule, "captioning"), (VqaModule, "vqa")):
+    for folder in ("captioning", "vqa"):
         for path in sorted((REPO / folder / "bundled").glob("*.ckpt")):
-            hparams = torch.load(path, map_location="cpu", weights_only=True)["hyper_parameters"]
-            hparams = module.current_hyperparameters(current_class_paths(hparams))
+            hparams = read_checkpoint(path)["hyper_parameters"]
             for key in DEFAULTS:
                 if isinstance(hparams.get(key), dict) and "class_path" in hparams[key]:
                     found.setdefault(hparams[key]["class_path"], set()).update(hparams[key].get("init_args") or {})
