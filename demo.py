@@ -7,18 +7,19 @@
 Three tabs. "Caption": a photo, a captioning model, a beam width (and for a Transformer, which layer's and head's
 cross-attention to draw) -> the caption and one attention overlay per word (titled with the word and how concentrated its attention is: "dog: 62% on top 5%"), then (a
 moment later: it is written after the page has them) a zip of the export folder
-(`captioning.export.CaptionOverlays`: overlays, grid, GIF, JSON).
+(`captioning.Caption.save`'s files: overlays, grid, GIF, JSON).
 "Ask": a photo, a VQA model and a question -> the top answers (as words: "tissue roll", not DAQUAR's label
-`tissue_roll`) with their probabilities and one overlay per attention hop (`vqa.export.export_answer`), titled
+`tissue_roll`) with their probabilities and one overlay per attention hop (`vqa.Answer.save`), titled
 the same way; its examples pick the model they were made for along with the picture and the question.
 "Compare": a group of models, a photo and, optionally, a caption to follow -> each model's caption and word overlays
 side by side: the six small ShapesWorld models, one per attention score function (`core.model.attention`), or the two
 Flickr8k decoders, Show-Attend-Tell and the Transformer (`COMPARE_GROUPS`); with a caption to follow every model is
-teacher-forced on it (`captioning.export.follow_caption`), so the rows of maps line up word by word. Every
+teacher-forced on it (`captioning.Captioner.follow`), so the rows of maps line up word by word. Every
 overlay is drawn on one fixed scale (`core.maps.overlays.FixedScale`), which a legend under each gallery explains.
 The default models are the bundled ones (`captioning.bundled`, `vqa.bundled`): captioning trained on Flickr8k
 photos and on ShapesWorld scenes, VQA on DAQUAR's indoor photos and on ShapesWorld; any checkpoint of the
-project can be given instead.
+project can be given instead. Every tab goes through `captioning.Captioner` and `vqa.Answerer`, as a Python user
+does: the app adds the page, not another way to run the models.
 
 A request to the Ask or Compare tab first empties the tab's answers, and a question of a kind the chosen model was
 never trained on ("is there a dog?" to the DAQUAR model) is refused with the kinds it answers
@@ -59,28 +60,19 @@ import threading
 import time
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gradio as gr
 import skimage.data
-import torch
 from jsonargparse import ArgumentParser, Namespace
 from jsonargparse.typing import PositiveInt
 from PIL import Image
 
 from captioning.bundled import CAPTION_CHECKPOINTS, COMPARE_CHECKPOINTS, DECODER_CHECKPOINTS
-from captioning.export import (
-    CaptionOverlays,
-    HeadChoice,
-    UnknownWordsError,
-    caption_details,
-    follow_caption,
-    generate_caption,
-    head_choices,
-)
-from captioning.module import CaptioningModule
+from captioning.inference import HeadChoice, UnknownWordsError
 from captioning.naming import DEFAULT_NAMING
+from captioning.overlays import CaptionOverlays
 from captioning.pretrained import Captioner
 from core.model.imagenet import Tag
 from core.maps.measures import TOP_AREA, short_share
@@ -89,12 +81,10 @@ from data.images import ImageLoadError, ImageProblem, load_image
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.answers import answer_words
 from vqa.bundled import DAQUAR_SAN, FLICKR8K_QA_SAN, MODELS, QUESTION_SCOPES, SHAPES_SAN, VQA_CHECKPOINTS
-from vqa.export import export_answer
-from vqa.module import VqaModule
+from vqa.pretrained import Answerer
 from vqa.questions import (
     QuestionError,
     QuestionScope,
-    cut_notice,
     empty_question_message,
     example_question,
 )
@@ -197,14 +187,14 @@ Example = tuple[str, str, str]  # (example picture, model name, question), a row
 
 def load_models(
     caption_checkpoints: Mapping[str, Path], vqa_checkpoints: Mapping[str, Path]
-) -> tuple[dict[str, CaptioningModule], dict[str, VqaModule]]:
+) -> tuple[dict[str, Captioner], dict[str, Answerer]]:
     """Every captioning model and every VQA model by its name: on the CPU, in eval mode, loaded once. A checkpoint
     that is not a file is named before any model is loaded (FileNotFoundError), not after the others have been."""
     for path in (*caption_checkpoints.values(), *vqa_checkpoints.values()):
         if not Path(path).is_file():
             raise FileNotFoundError(f"checkpoint not found: {path}")
-    captioners = {name: CaptioningModule.load(path, map_location="cpu") for name, path in caption_checkpoints.items()}
-    answerers = {name: VqaModule.load(path, map_location="cpu") for name, path in vqa_checkpoints.items()}
+    captioners = {name: Captioner.from_checkpoint(path) for name, path in caption_checkpoints.items()}
+    answerers = {name: Answerer.from_checkpoint(path) for name, path in vqa_checkpoints.items()}
     return captioners, answerers
 
 
@@ -331,12 +321,12 @@ def beam_width(value: Any) -> int:
     return int(value)
 
 
-def loaded_once(loaded: dict[Path, CaptioningModule], path: Path) -> CaptioningModule:
-    """The captioning model in `path`, loaded unless `loaded` (by resolved path) has it already, and kept there:
-    the Compare tab shares the Caption tab's models (inference only, so one copy serves both)."""
+def loaded_once(loaded: dict[Path, Captioner], path: Path) -> Captioner:
+    """The captioner of the model in `path`, loaded unless `loaded` (by resolved path) has it already, and kept
+    there: the Compare tab shares the Caption tab's models (inference only, so one copy serves both)."""
     key = Path(path).resolve()
     if key not in loaded:
-        loaded[key] = CaptioningModule.load(path, map_location="cpu")
+        loaded[key] = Captioner.from_checkpoint(path)
     return loaded[key]
 
 
@@ -354,23 +344,22 @@ OVERLAY_TITLE = re.compile(r"(?P<label>.+): (?P<share>\d+)% on top (?P<area>\d+)
 OWN_MAP = -1  # the Caption tab's "Map" value for the map a model's search records (for a Transformer, its map_layer)
 
 
-def map_choices(model: CaptioningModule) -> list[tuple[str, int]]:
+def map_choices(captioner: Captioner) -> list[tuple[str, int]]:
     """The Caption tab's "Map" choices for a model, (label, value): its own map (OWN_MAP), then every layer's and
-    head's (`head_choices`, by index); none for Show-Attend-Tell, which has one map per word."""
-    choices = head_choices(model)
+    head's (`Captioner.head_choices`, by index); none for Show-Attend-Tell, which has one map per word."""
+    choices = captioner.head_choices()
     if not choices:
         return []
-    decoder = model.decoder
-    own = HeadChoice(decoder.map_layer % len(decoder.blocks), decoder.map_head)
+    own = captioner.own_head
     return [(f"{own.label} (the model's own)", OWN_MAP), *((c.label, i) for i, c in enumerate(choices))]
 
 
-def head_choice(model: CaptioningModule, value: Any) -> HeadChoice | None:
+def head_choice(captioner: Captioner, value: Any) -> HeadChoice | None:
     """The map a "Map" value names for this model: None for OWN_MAP (or no value); refused with a message that says
     what it may be otherwise."""
     if value is None or value == OWN_MAP:
         return None
-    choices = head_choices(model)
+    choices = captioner.head_choices()
     if not choices:
         raise refusal("This model has one map per word: choose no map (its own), or a Transformer model.")
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(choices):
@@ -449,12 +438,12 @@ def tags_line(tags: Sequence[Tag] | None, *, can_name: bool) -> str:
     )
 
 
-def caption_gallery(drawn: CaptionOverlays, words: Sequence[str], folder: Path) -> tuple[str, Gallery]:
+def caption_gallery(drawn: CaptionOverlays, folder: Path) -> tuple[str, Gallery]:
     """A caption as a page shows it: its text, and its overlays' JPEG previews written into `folder`, each titled
     with its word and how concentrated its attention is ("circle: 62% on top 5%")."""
     previews = drawn.write_previews(folder)
-    titles = [overlay_title(word, share) for word, share in zip(words, drawn.concentration)]
-    text = " ".join(words) or "(the model ended the caption without a word)"
+    titles = [overlay_title(word, share) for word, share in zip(drawn.words, drawn.concentration)]
+    text = " ".join(drawn.words) or "(the model ended the caption without a word)"
     return text, [(str(path), title) for path, title in zip(previews, titles)]
 
 
@@ -472,12 +461,12 @@ class Handlers:
 
     def __init__(
         self,
-        captioners: Mapping[str, CaptioningModule],
-        answerers: Mapping[str, VqaModule],
+        captioners: Mapping[str, Captioner],
+        answerers: Mapping[str, Answerer],
         work_dir: Path,
         *,
         examples: Sequence[Example] = (),
-        comparers: Mapping[str, Mapping[str, CaptioningModule]] | None = None,
+        comparers: Mapping[str, Mapping[str, Captioner]] | None = None,
         scopes: Mapping[str, QuestionScope] | None = None,
     ) -> None:
         self.captioners = dict(captioners)
@@ -486,7 +475,7 @@ class Handlers:
         self.compare_rows = max(map(len, self.comparers.values()), default=0)  # the tab's rows, for the largest group
         self.exports = work_dir / "exports"
         self.scopes = dict(scopes or {})
-        self.suggested = {name: example_question(model.question_vocabulary) for name, model in self.answerers.items()}
+        self.suggested = {name: example_question(a.model.question_vocabulary) for name, a in self.answerers.items()}
         for _, name, question in reversed(examples):  # reversed: a model's first example is kept
             self.suggested[name] = question
 
@@ -499,27 +488,25 @@ class Handlers:
         tenth of the PNGs' size, quicker to send and to show); the zip holds the export itself.
 
         `map_choice` picks, for a Transformer, which of its cross-attention maps the overlays show: an index into
-        `head_choices(model)` (the tab's "Map" choice), or OWN_MAP for the one its search records. `name_objects`:
+        `Captioner.head_choices` (the tab's "Map" choice), or OWN_MAP for the one its search records. `name_objects`:
         name what the encoder's ImageNet head sees (`captioning.naming`), for a model whose encoder has one."""
-        model = chosen(self.captioners, model_name)
+        captioner = chosen(self.captioners, model_name)
         width = beam_width(beam_size)
-        choice = head_choice(model, map_choice)
+        choice = head_choice(captioner, map_choice)
         image, name = uploaded_image(upload)
-        warn_if_tiny(image, name, model.encoder.input_shape)
+        warn_if_tiny(image, name, captioner.model.encoder.input_shape)
         folder = fresh_folder(self.exports) / safe_stem(name)
-        captioner = Captioner(model=model)
         named = bool(name_objects) and captioner.can_name_objects
         result = captioner.caption(image, beam_size=width, name_objects=named)
-        words, weights, heads = result.words, result.attention.flatten(1), result.heads  # heads: a Transformer's
         if choice is not None:  # the caption stays; its maps are that layer's and head's
-            weights = choice.of(heads)
-        drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_shape)
+            result = result.showing(choice)
+        drawn = result.draw()
         # a "." is never in safe_stem's names, so this folder cannot be the export folder itself
-        text, overlays = caption_gallery(drawn, words, folder.with_name(f"{folder.name}.gallery"))
+        text, overlays = caption_gallery(drawn, folder.with_name(f"{folder.name}.gallery"))
         tags = tags_line(result.tags, can_name=captioner.can_name_objects)
         yield text, overlays, None, tags
         # one core stays free to serve the gallery meanwhile
-        drawn.write(folder, source=name, parallel=False, details=caption_details(heads, result.tags))
+        drawn.write(folder, source=name, parallel=False, details=result.details)
         yield text, overlays, str(zip_folder(folder, folder.parent / f"{folder.name}_attention.zip")), tags
 
     def ask(self, upload: Upload, model_name: str, question: str | None) -> tuple[dict[str, float], Gallery, str]:
@@ -527,22 +514,21 @@ class Handlers:
         "hop k: 40% on top 5%")], the export zip's path: hop overlays, grid.png with the question over it,
         answer.json). A question longer than the model reads is answered from its first words, with a warning in
         the page that says so; one of a kind the model was not trained on is refused with what it answers."""
-        model = chosen(self.answerers, model_name)
+        answerer = chosen(self.answerers, model_name)
         image, name = uploaded_image(upload)
-        warn_if_tiny(image, name, model.encoder.input_shape)
+        warn_if_tiny(image, name, answerer.model.encoder.input_shape)
         question = question if isinstance(question, str) else ""
         folder = fresh_folder(self.exports) / safe_stem(name)
         try:
             if model_name in self.scopes:
                 self.scopes[model_name].check(question)
-            with torch.inference_mode():
-                record = export_answer(model, image, question, folder, top=TOP_ANSWERS, source=name)
+            answer = answerer.ask(image, question, top_k=TOP_ANSWERS, warn=False)  # the page says it (below)
         except QuestionError as error:
             message = empty_question_message(self.suggested[model_name]) if error.empty else str(error)
             raise refusal(message) from None
-        notice = cut_notice(question, max_length=model.hparams.max_question_length)
-        if notice is not None:
-            gr.Warning(notice)
+        record = replace(answer, source=name).save(folder)
+        if answer.notice is not None:
+            gr.Warning(answer.notice)
         hops = [
             (str(folder / f"hop_{k}.png"), overlay_title(f"hop {k}", share))
             for k, share in enumerate(record["concentration"], start=1)
@@ -565,15 +551,17 @@ class Handlers:
         follow = follow.strip() if isinstance(follow, str) else ""
         folder = fresh_folder(self.exports) / safe_stem(name)
         outputs: list[str | Gallery] = []
-        for number, model in enumerate(models.values(), start=1):
+        for number, captioner in enumerate(models.values(), start=1):
             try:
-                words, weights = follow_caption(model, image, follow) if follow else generate_caption(model, image)
+                if follow:
+                    result = captioner.follow(image, follow)
+                else:  # the same search for every model: no named objects, one beam width
+                    result = captioner.caption(image, beam_size=DEFAULT_BEAM_SIZE, name_objects=False)
             except UnknownWordsError as error:
                 raise refusal(unknown_words_message(error)) from None
             except ValueError as error:  # no word at all, or more than a caption to follow may have
                 raise refusal(f"{str(error)[0].upper()}{str(error)[1:]}.") from None
-            drawn = CaptionOverlays.draw(image, words=words, weights=weights, grid=model.encoder.grid_shape)
-            outputs += caption_gallery(drawn, words, folder.with_name(f"{folder.name}.model_{number}"))
+            outputs += caption_gallery(result.draw(), folder.with_name(f"{folder.name}.model_{number}"))
         return outputs + ["", []] * (self.compare_rows - len(models))
 
 
@@ -762,10 +750,10 @@ def _caption_tab(handlers: Handlers, examples: Mapping[str, Path]) -> None:
     model.change(lambda name: map_dropdown(chosen(handlers.captioners, name)), model, maps, api_name=False)
 
 
-def map_dropdown(model: CaptioningModule) -> gr.Dropdown:
-    """The Caption tab's "Map" choice for `model`: which layer's and head's cross-attention a Transformer's overlays
+def map_dropdown(captioner: Captioner) -> gr.Dropdown:
+    """The Caption tab's "Map" choice for a model: which layer's and head's cross-attention a Transformer's overlays
     show; hidden for a model with one map per word."""
-    choices = map_choices(model)
+    choices = map_choices(captioner)
     return gr.Dropdown(
         choices or [("its attention", OWN_MAP)], value=OWN_MAP, label="Map (a Transformer's layer and head)",
         visible=bool(choices), elem_id="caption-map",

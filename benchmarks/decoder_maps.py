@@ -4,7 +4,7 @@
     python benchmarks/decoder_maps.py --image photo.jpg --caption "a dog runs on the grass" --models a.ckpt b.ckpt
 
 The two bundled Flickr8k decoders (`captioning.bundled.DECODER_CHECKPOINTS`, or the checkpoints given), each over its
-EfficientNet-Lite0 grid (Show-Attend-Tell's 12x12 at 384 px, the Transformer's 7x7 at 224 px), each teacher-forced on the same caption (`captioning.export.follow_caption`), so the
+EfficientNet-Lite0 grid (Show-Attend-Tell's 12x12 at 384 px, the Transformer's 7x7 at 224 px), each teacher-forced on the same caption (`captioning.inference.follow_caption`), so the
 columns are the same words: one row per model, the photo titled with its name, then its map at every word, every
 map on the same fixed scale (`core.maps.overlays.FixedScale`, 1 = uniform), the colour bar under them. The Transformer's
 map is the one it draws by default (its `map_layer` and `map_head`). By default the photo is scikit-image's
@@ -28,7 +28,7 @@ from PIL import Image
 from score_functions import panel, save_sheet
 
 from captioning.bundled import DECODER_CHECKPOINTS
-from captioning.export import UnknownWordsError, follow_caption, generate_caption
+from captioning.inference import UnknownWordsError, follow_caption, generate_caption
 from captioning.module import CaptioningModule
 from core.maps.measures import map_entropy
 from core.maps.overlays import FixedScale

@@ -5,7 +5,7 @@
     taskset -c 0,1 python benchmarks/score_functions.py speed [--steps 5] [--repeats 5]    # the study's setting: 2 cores
 
 `figure`: one ShapesWorld test scene and one real photo (scikit-image's "coffee"); one row per bundled score-function
-model (`captioning.bundled.SCORE_MODELS`), each teacher-forced on the same caption (`captioning.export.follow_caption`)
+model (`captioning.bundled.SCORE_MODELS`), each teacher-forced on the same caption (`captioning.inference.follow_caption`)
 so the columns are the same words, every map on the same fixed scale (`core.maps.overlays.FixedScale`, 1 = uniform), the
 colour bar under them.
 
@@ -36,7 +36,7 @@ from harness import ROOT, Clock, cpu_info, match_threads_to_cpus, rates, summary
 from PIL import Image
 
 from captioning.bundled import SCORE_MODELS
-from captioning.export import follow_caption, generate_caption
+from captioning.inference import follow_caption, generate_caption
 from captioning.module import CaptioningModule
 from core.maps.measures import map_entropy
 from core.maps.overlays import FixedScale, colour_bar, heat_maps, word_grid

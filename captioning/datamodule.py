@@ -24,10 +24,11 @@ from core.training.features import (
     EncodedOnRead,
     FeatureCache,
     announce_encoding_on_read,
+    split_inputs,
     splits_read_in_part,
     stage_loaders,
 )
-from core.training.resume import ResumableLoader, shuffle_seed
+from core.training.resume import split_loader
 from data.captions import CaptionDataset, CaptionSample
 from data.images import load_image
 from data.vocabulary import Vocabulary
@@ -144,22 +145,14 @@ class CaptionDataModule(L.LightningDataModule):
         samples = self.samples(split)
         return sum(len(sample.captions[: self.train_references]) for sample in samples) if split == "train" else len(samples)
 
-    def _inputs(self, split: str):
+    def _inputs(self, split: str) -> CachedInputs | EncodedOnRead | ImageInputs:
         samples = self.samples(split)
-        if self.cache_features and split in self._read_in_part:
-            return EncodedOnRead(encoder=self.encoder, load_image=lambda i: self.dataset.load(samples[i]), count=len(samples))
-        if self.cache_features:
-            features = self.cache.load_or_build(
-                dataset_name=self.dataset.name,
-                split=split,
-                image_ids=[s.image_id for s in samples],
-                image_files=[s.path for s in samples],
-                load_image=lambda i: self.dataset.load(samples[i]),
-                encoder=self.encoder,
-                num_workers=self.num_workers,
-            )
-            return CachedInputs(features)
-        return ImageInputs(lambda i: self.dataset.load(samples[i]), self.encoder.transform(), len(samples))
+        return split_inputs(
+            self.cache if self.cache_features else None, whole=split not in self._read_in_part,
+            dataset_name=self.dataset.name, split=split, image_ids=[s.image_id for s in samples],
+            image_files=[s.path for s in samples], load_image=lambda i: self.dataset.load(samples[i]),
+            encoder=self.encoder, num_workers=self.num_workers,
+        )  # fmt: skip
 
     def _encoded_captions(self, split: str, max_words: int | None) -> list[list[list[int]]]:
         return [
@@ -167,31 +160,17 @@ class CaptionDataModule(L.LightningDataModule):
             for sample in self.samples(split)
         ]
 
-    def _loader(self, dataset, *, batch_size: int, shuffle: bool) -> DataLoader:
-        return DataLoader(
-            dataset,
-            batch_size=batch_size,
-            shuffle=shuffle,
-            num_workers=self.num_workers,
-            collate_fn=partial(pad_batch, pad_id=self.vocabulary.pad_id),
-            persistent_workers=self.num_workers > 0,
-        )
+    def _loader(self, dataset: Dataset, *, batch_size: int, shuffle: bool = False) -> DataLoader:
+        collate = partial(pad_batch, pad_id=self.vocabulary.pad_id)
+        return split_loader(
+            dataset, batch_size=batch_size, collate_fn=collate, num_workers=self.num_workers, shuffle=shuffle,
+            trainer=self.trainer,
+        )  # fmt: skip
 
     def train_dataloader(self) -> DataLoader:
         """Shuffled (image, caption) pairs, resumable mid-epoch from a checkpoint (see `core.training.resume`)."""
         captions = [refs[: self.train_references] for refs in self._encoded_captions("train", self.max_caption_length)]
-        pairs = CaptionPairs(self._inputs("train"), captions)
-        trainer = self.trainer
-        return ResumableLoader(
-            pairs,
-            batch_size=self.batch_size,
-            seed=shuffle_seed(),
-            num_replicas=trainer.world_size if trainer is not None else 1,
-            rank=trainer.global_rank if trainer is not None else 0,
-            num_workers=self.num_workers,
-            collate_fn=partial(pad_batch, pad_id=self.vocabulary.pad_id),
-            persistent_workers=self.num_workers > 0,
-        )
+        return self._loader(CaptionPairs(self._inputs("train"), captions), batch_size=self.batch_size, shuffle=True)
 
     def _evaluation_loader(self, stage: str) -> DataLoader:
         split = self.split_names[stage]

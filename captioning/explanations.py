@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from PIL import Image
 from torch import Tensor
 
-from captioning.export import HeadChoice, every_head, model_input
+from captioning.inference import HeadChoice, every_head, model_input
 from captioning.module import CaptioningModule
 from captioning.pretrained import Caption
 from captioning.transformer import TransformerDecoder

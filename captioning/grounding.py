@@ -46,7 +46,7 @@ from captioning.mentions import MentionReport, count_mentions, novel_classes, tr
 from captioning.naming import ObjectNaming
 from captioning.object_words import DEFAULT_WORDS, ObjectWords
 from captioning.pretrained import Captioner
-from core.maps.grounding import Mention, PairScore, score_pair
+from core.maps.grounding import PairScore, score_pair
 from data.boxes import BoxedPhoto, read_boxes
 from data.images import ImageLoadError, load_image
 

@@ -30,14 +30,14 @@ from core.training.checkpoints import (
 )
 from core.model.encoder import EfficientNetLite, Encoder
 from core.model.options import OptionError
-from core.training.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
+from core.training.evaluation import EvaluatedByStage
 from core.training.hparams import class_config, factory_config, plain_hyperparameters
 from core.maps.measures import mass_in_box
 from core.training.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
 
 
-class CaptioningModule(FusedAdamClipping, L.LightningModule):
+class CaptioningModule(FusedAdamClipping, EvaluatedByStage, L.LightningModule):
     """An image captioner: Show, Attend and Tell with soft or hard attention, or a Transformer decoder.
 
     Args:
@@ -118,9 +118,6 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
             self.set_vocabulary(Vocabulary(vocabulary))
         if initial_weights is not None:
             self._start_from(Path(initial_weights))
-        # evaluation records by sample index, gathered across processes at the end of the epoch
-        self._generated: dict[int, str] = {}
-        self._correctness: dict[int, Tensor] = {}
 
     checkpoint_kind = CHECKPOINT_KIND  # what its checkpoints hold, and how older ones are read now
 
@@ -359,7 +356,7 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
         self._collect_correctness(weights, batch)
         generated = self.generate(batch["inputs"])
         for index, tokens in zip(batch["index"].tolist(), generated.tokens):
-            self._generated[index] = self.vocabulary_in_use.decode(tokens)
+            self._outputs[index] = self.vocabulary_in_use.decode(tokens)
 
     def _collect_correctness(self, weights: Tensor, batch: dict) -> None:
         """Attention mass inside the ground-truth box at the words that name an object (teacher-forced), kept
@@ -377,13 +374,9 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
             if len(image_masses):
                 self._correctness[index] = image_masses.clone()  # its own storage: pickled alone when gathered
 
-    def _evaluation_epoch_end(self, stage: str) -> None:
-        generated, correctness = gather_by_key(self._generated), gather_by_key(self._correctness)
-        self._generated, self._correctness = {}, {}
-        metrics = computed_on_rank_zero(lambda: self._caption_metrics(stage, generated, correctness))
-        log_on_every_rank(self, metrics, prog_bar={f"{stage}/BLEU-4", f"{stage}/CIDEr"})
+    progress_metrics = ("BLEU-4", "CIDEr")
 
-    def _caption_metrics(self, stage: str, generated: dict[int, str], correctness: dict[int, Tensor]) -> dict[str, float]:
+    def _metrics(self, stage: str, generated: dict[int, str], correctness: dict[int, Tensor]) -> dict[str, float]:
         """The caption scores and attention correctness of the images evaluated in this pass (all of the split,
         or fewer under fast_dev_run / limit_*_batches), each image once."""
         references = self.trainer.datamodule.references(stage)
@@ -396,18 +389,6 @@ class CaptioningModule(FusedAdamClipping, L.LightningModule):
             masses = torch.cat([correctness[i] for i in sorted(correctness)])
             metrics[f"{stage}/attention_correctness"] = masses.mean().item()
         return metrics
-
-    def validation_step(self, batch: dict, batch_idx: int) -> None:
-        self._evaluation_step(batch, "val")
-
-    def on_validation_epoch_end(self) -> None:
-        self._evaluation_epoch_end("val")
-
-    def test_step(self, batch: dict, batch_idx: int) -> None:
-        self._evaluation_step(batch, "test")
-
-    def on_test_epoch_end(self) -> None:
-        self._evaluation_epoch_end("test")
 
     def predict_step(self, batch: dict, batch_idx: int) -> list[dict]:
         """Per readable image: its index in the folder's listing, path, caption, words and their attention

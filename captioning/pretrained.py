@@ -8,6 +8,7 @@
     result.heads                       # a Transformer's every layer and head: (len(words), layers, heads, L)
     result.tags                        # what the encoder's ImageNet head saw: [Tag("coffee", 0.85, ...), ...]
     result.save("overlays/coffee")                              # what `python -m captioning.export` writes
+    captioner.follow("coffee.png", "a cup of coffee")           # where it looks at each word of a given caption
 
 A model whose encoder ships the ImageNet head (EfficientNet-Lite: every real-photo model here) names objects by
 default (`captioning.naming`): the head's confident tags must be said, in words the captions never had included;
@@ -15,13 +16,15 @@ default (`captioning.naming`): the head's confident tags must be said, in words 
 
 A list of photos is captioned in batches (the encoder and the beam search each take a batch at a time), which is
 faster than one call per photo (`benchmarks/python_api.py`). The pictures and files come from
-`captioning.export`, so they are those of the export command and the app.
+`captioning.overlays`, so they are those of the export command and the app, which both caption through this class.
+The steps for one photo are `captioning.inference`'s.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import overload
 
@@ -30,9 +33,10 @@ from PIL import Image
 from torch import Tensor
 
 from captioning.bundled import MODELS, SCORE_MODELS
-from captioning.export import CaptionOverlays, caption_details, every_head
+from captioning.inference import HeadChoice, every_head, follow_caption, head_choices, own_head
 from captioning.module import CaptioningModule
 from captioning.naming import DEFAULT_NAMING, ObjectNaming
+from captioning.overlays import CaptionOverlays
 from core.model.encoder import EfficientNetLite
 from core.model.imagenet import Tag
 from core.maps.overlays import DisplayScale, FixedScale
@@ -53,7 +57,7 @@ class Caption:
     source: str  # the photo's path, or "" for a PIL image: what caption.json calls it
     given: Image.Image | None = field(default=None, repr=False)  # the PIL image given (as RGB), None for a path
     # a Transformer's every layer's and head's map of each word, (len(words), layers, heads, L), what caption.json
-    # holds as "heads" (`captioning.export.every_head`); None for Show-Attend-Tell, which has one map per word
+    # holds as "heads" (`captioning.inference.every_head`); None for Show-Attend-Tell, which has one map per word
     heads: Tensor | None = field(default=None, repr=False)
     # the words the encoder's ImageNet head found in the photo, most probable first (`captioning.naming`): what
     # caption.json holds as "tags"; None when objects were not named
@@ -64,30 +68,52 @@ class Caption:
         """The caption as one string."""
         return " ".join(self.words)
 
+    @property
+    def details(self) -> dict:
+        """What caption.json holds beyond the words and their maps: for a Transformer, every layer's and head's maps
+        as "heads" ([word][layer][head][location]); with object naming, the ImageNet head's "tags" ([{"word",
+        "probability", "classes"}], most probable first)."""
+        details = {} if self.heads is None else {"heads": self.heads.tolist()}
+        if self.tags is not None:
+            details["tags"] = [
+                {"word": tag.word, "probability": round(tag.probability, 4), "classes": list(tag.classes)}
+                for tag in self.tags
+            ]
+        return details
+
+    def showing(self, choice: HeadChoice) -> Caption:
+        """The same caption with another of a Transformer's maps as its attention (one of `Captioner.head_choices`):
+        that layer's heads averaged, or one head. Raises ValueError for a caption without heads (Show-Attend-Tell)."""
+        if self.heads is None:
+            raise ValueError("this caption has one map per word (no Transformer heads) to choose from")
+        return replace(self, attention=choice.of(self.heads).reshape(self.attention.shape))
+
     def overlays(self, *, scale: DisplayScale = FixedScale()) -> list[Image.Image]:
         """One picture per word: its attention map drawn over the photo, at the photo's size, on `scale` (by
         default the same fixed scale for every word; `core.maps.overlays.PerMapStretch()` stretches each map)."""
-        return self._drawn(scale).pictures
+        return self.draw(scale=scale).pictures
 
     def save(self, folder: str | Path, *, scale: DisplayScale = FixedScale()) -> dict:
         """Write the files `python -m captioning.export` writes for one photo (an overlay per word, grid.png,
         attention.gif, caption.json) into folder, created when missing, drawn on `scale` (as `overlays`).
         Returns the caption.json record."""
-        details = caption_details(self.heads, self.tags)
-        return self._drawn(scale).write(Path(folder), source=self.source, details=details)
+        return self.draw(scale=scale).write(Path(folder), source=self.source, details=self.details)
 
     def photo(self) -> Image.Image:
         """The photo as RGB at its own size: the PIL image given, or the file read again."""
         return self.given if self.given is not None else load_image(self.source)
 
-    def _drawn(self, scale: DisplayScale) -> CaptionOverlays:
+    def draw(self, *, scale: DisplayScale = FixedScale()) -> CaptionOverlays:
+        """The overlays drawn once in memory, for a caller that shows them before it writes them (the app: JPEG
+        previews, then the export files with `write(folder, source=..., details=caption.details)`)."""
         grid = tuple(self.attention.shape[-2:])  # (rows, columns)
         weights = self.attention.flatten(1)  # (n_words, L)
         return CaptionOverlays.draw(self.photo(), words=self.words, weights=weights, grid=grid, scale=scale)
 
 
 class Captioner:
-    """A captioning model ready to caption photos.
+    """A captioning model ready to caption photos. One captioner may serve several threads (the app's tabs share
+    one per model): a call to `caption` holds it while it runs, as the naming it sets is the model's.
 
     Args:
         model: a trained `CaptioningModule` (`from_pretrained` and `from_checkpoint` load one).
@@ -112,6 +138,7 @@ class Captioner:
         self.batch_size = batch_size
         self.metadata = metadata
         self.naming = naming or model.naming or (DEFAULT_NAMING if self.can_name_objects else None)
+        self._lock = threading.Lock()
 
     @property
     def can_name_objects(self) -> bool:
@@ -187,15 +214,42 @@ class Captioner:
                 "with: caption with name_objects=False"
             )
         naming = self.naming if name_objects is None else (self.naming or DEFAULT_NAMING) if name_objects else None
-        self.model.set_naming(naming)
-        if not isinstance(image, (list, tuple)):
-            return self._caption_batch([image], beam_size)[0]
-        images = list(image)
-        return [
-            caption
-            for start in range(0, len(images), self.batch_size)
-            for caption in self._caption_batch(images[start : start + self.batch_size], beam_size)
-        ]
+        images = list(image) if isinstance(image, (list, tuple)) else [image]
+        with self._lock:
+            self.model.set_naming(naming)
+            captions = [
+                caption
+                for start in range(0, len(images), self.batch_size)
+                for caption in self._caption_batch(images[start : start + self.batch_size], beam_size)
+            ]
+        return captions if isinstance(image, (list, tuple)) else captions[0]
+
+    def follow(self, image: ImageInput, caption: str, *, max_words: int = 40) -> Caption:
+        """Where the model looks at each word of a caption it is given rather than its own (teacher forcing, as
+        attention correctness is measured): two models made to follow the same caption have maps that line up word
+        by word (`captioning.inference.follow_caption`). The caption is read in the trained vocabulary.
+
+        Raises:
+            ValueError: the caption has no word, or more than `max_words`.
+            captioning.inference.UnknownWordsError: some of its words are not in the model's vocabulary.
+            data.images.ImageLoadError: a path is missing or not a readable image.
+        """
+        picture, source = as_photo(image)
+        words, rows = follow_caption(self.model, picture, caption, max_words=max_words)
+        attention = rows.float().cpu().reshape(len(words), *self.model.encoder.grid_shape)
+        given = None if source else picture
+        heads = every_head(self.model, picture, words)  # None but for a Transformer
+        return Caption(words=words, attention=attention, source=source, given=given, heads=heads)
+
+    def head_choices(self) -> list[HeadChoice]:
+        """Every map a caption may show (`Caption.showing`): a Transformer's layers' heads averaged and each head,
+        layer by layer (`captioning.inference.head_choices`); none for Show-Attend-Tell, one map per word."""
+        return head_choices(self.model)
+
+    @property
+    def own_head(self) -> HeadChoice | None:
+        """The map a Transformer's search records, a caption's `attention`; None for Show-Attend-Tell."""
+        return own_head(self.model)
 
     def _caption_batch(self, images: Sequence[ImageInput], beam_size: int | None) -> list[Caption]:
         """Caption photos as one batch: encoded together, searched together."""

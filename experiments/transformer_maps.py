@@ -2,7 +2,7 @@
 heads and every single head, scored on photos with object boxes with the grounding benchmark's measures
 (`captioning.grounding`: attention mass inside the named object's boxes, and whether the peak cell points inside),
 beside the uniform, centre-point and random-cell baselines. Each photo is captioned once (beam search, as the app
-does); every map is then read from one teacher-forced pass over that caption (`captioning.export.every_head`).
+does); every map is then read from one teacher-forced pass over that caption (`captioning.inference.every_head`).
 
     python experiments/transformer_maps.py --images PATH/TO/coco-boxes/images --boxes PATH/TO/coco-boxes/boxes.json \
         --model runs/flickr8k_transformer/best.ckpt
@@ -19,7 +19,7 @@ import argparse
 import json
 from pathlib import Path
 
-from captioning.export import every_head, head_choices
+from captioning.inference import every_head, head_choices
 from captioning.grounding import DEFAULT_WORDS, GroundingReport, ObjectWords, load_captioner, read_photo, score_pair
 from captioning.transformer import TransformerDecoder
 from data.boxes import read_boxes

@@ -23,10 +23,11 @@ from core.training.features import (
     EncodedOnRead,
     FeatureCache,
     announce_encoding_on_read,
+    split_inputs,
     splits_read_in_part,
     stage_loaders,
 )
-from core.training.resume import ResumableLoader, shuffle_seed
+from core.training.resume import split_loader
 from data.vocabulary import Vocabulary, tokenize
 from data.vqa import VqaDataset, VqaSample
 from vqa.answers import AnswerVocabulary
@@ -160,43 +161,21 @@ class VqaDataModule(L.LightningDataModule):
     def _inputs(
         self, name: str, image_ids: list[str], load: Callable[[int], Image.Image], *, whole: bool = True
     ) -> CachedInputs | EncodedOnRead | ImageInputs:
-        """Image i of `image_ids` as the model's input: `load(i)` through the encoder's frozen trunk, cached under
-        the name `name` on first use, or encoded when read if the run reads only part of the split (`whole`
-        False); or the preprocessed image when features are not cached."""
-        encoder = self.model.encoder
-        if not self.cache_features:
-            return ImageInputs(load, encoder.transform(), len(image_ids))
-        if not whole:
-            return EncodedOnRead(encoder=encoder, load_image=load, count=len(image_ids))
-        features = self.cache.load_or_build(
-            dataset_name=self.dataset.name,
-            split=name,
-            image_ids=image_ids,
-            image_files=[self.dataset.image_path(image_id) for image_id in image_ids],
-            load_image=load,
-            encoder=encoder,
+        """Image i of `image_ids` as the model's input, cached under the name `name` (`split_inputs`)."""
+        files = [self.dataset.image_path(image_id) for image_id in image_ids]
+        return split_inputs(
+            self.cache if self.cache_features else None, whole=whole, dataset_name=self.dataset.name, split=name,
+            image_ids=image_ids, image_files=files, load_image=load, encoder=self.model.encoder,
             num_workers=self.num_workers,
-        )
-        return CachedInputs(features)
+        )  # fmt: skip
 
     def _loader(self, dataset: Questions, *, batch_size: int, shuffle: bool) -> DataLoader:
-        options = dict(
-            batch_size=batch_size,
-            num_workers=self.num_workers,
-            collate_fn=partial(pad_batch, pad_id=self.model.question_vocabulary.pad_id, padded=("question",)),
-            persistent_workers=self.num_workers > 0,
-        )
-        if not shuffle:
-            return DataLoader(dataset, **options)
-        # shuffled training batches, resumable mid-epoch from a checkpoint (see `core.training.resume`)
-        trainer = self.trainer
-        return ResumableLoader(
-            dataset,
-            seed=shuffle_seed(),
-            num_replicas=trainer.world_size if trainer is not None else 1,
-            rank=trainer.global_rank if trainer is not None else 0,
-            **options,
-        )
+        """The split's batches; shuffled ones (training) resumable mid-epoch (`core.training.resume`)."""
+        collate = partial(pad_batch, pad_id=self.model.question_vocabulary.pad_id, padded=("question",))
+        return split_loader(
+            dataset, batch_size=batch_size, collate_fn=collate, num_workers=self.num_workers, shuffle=shuffle,
+            trainer=self.trainer,
+        )  # fmt: skip
 
     def train_dataloader(self) -> DataLoader:
         train = self._split_dataset("train", with_targets=True, mirror=self.mirror_images)

@@ -18,7 +18,7 @@ from core.maps.measures import map_entropy, mass_in_boxes
 from core.model.encoder import EfficientNetLite, Encoder
 from core.model.options import OptionError
 from core.training.checkpoints import load_module, supply_packaged_encoder
-from core.training.gathering import computed_on_rank_zero, gather_by_key, log_on_every_rank
+from core.training.evaluation import EvaluatedByStage
 from core.training.hparams import factory_config, plain_hyperparameters
 from core.training.optimization import FusedAdamClipping, adam_with_epoch_decay
 from data.vocabulary import Vocabulary
@@ -39,7 +39,7 @@ class Answered:
     weights: Tensor  # (K, L) attention of each hop over the image grid
 
 
-class VqaModule(FusedAdamClipping, L.LightningModule):
+class VqaModule(FusedAdamClipping, EvaluatedByStage, L.LightningModule):
     """Stacked Attention Network for VQA.
 
     Args:
@@ -101,9 +101,6 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         self.san: StackedAttention | None = None
         if question_vocabulary is not None and answers is not None:
             self.set_vocabularies(Vocabulary(question_vocabulary), AnswerVocabulary(answers))
-        # evaluation records by question index, gathered across processes at the end of the epoch
-        self._answers: dict[int, str] = {}
-        self._correctness: dict[int, Tensor] = {}
 
     checkpoint_kind = CHECKPOINT_KIND  # what its checkpoints hold, and how older ones are read now
 
@@ -182,7 +179,7 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
     def _evaluation_step(self, batch: dict, stage: str) -> None:
         _, out = self._step(batch, stage)
         for index, answer in zip(batch["index"].tolist(), self._predicted(out)):
-            self._answers[index] = answer
+            self._outputs[index] = answer
         self._collect_correctness(out.weights, batch)
         hop_entropy = map_entropy(out.weights).mean(dim=0)  # (K,) the mean over the batch's questions
         for k, value in enumerate(hop_entropy, start=1):
@@ -204,13 +201,9 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
         for index, question_masses in zip(batch["index"][known].tolist(), masses):
             self._correctness[index] = question_masses.clone()  # its own storage: pickled alone when gathered
 
-    def _evaluation_epoch_end(self, stage: str) -> None:
-        answers, correctness = gather_by_key(self._answers), gather_by_key(self._correctness)
-        self._answers, self._correctness = {}, {}
-        metrics = computed_on_rank_zero(lambda: self._answer_metrics(stage, answers, correctness))
-        log_on_every_rank(self, metrics, prog_bar={f"{stage}/accuracy"})
+    progress_metrics = ("accuracy",)
 
-    def _answer_metrics(self, stage: str, answers: dict[int, str], correctness: dict[int, Tensor]) -> dict[str, float]:
+    def _metrics(self, stage: str, answers: dict[int, str], correctness: dict[int, Tensor]) -> dict[str, float]:
         """VQA accuracy (and WUPS for answer sets) and attention correctness per hop of the questions answered in
         this pass (all of the split, or fewer under fast_dev_run / limit_*_batches), each question once."""
         questions = self.trainer.datamodule.evaluated(stage)
@@ -236,18 +229,6 @@ class VqaModule(FusedAdamClipping, L.LightningModule):
             for k in range(masses.shape[1]):
                 metrics[f"{stage}/attention_correctness/hop{k + 1}"] = masses[:, k].mean().item()
         return metrics
-
-    def validation_step(self, batch: dict, batch_idx: int) -> None:
-        self._evaluation_step(batch, "val")
-
-    def on_validation_epoch_end(self) -> None:
-        self._evaluation_epoch_end("val")
-
-    def test_step(self, batch: dict, batch_idx: int) -> None:
-        self._evaluation_step(batch, "test")
-
-    def on_test_epoch_end(self) -> None:
-        self._evaluation_epoch_end("test")
 
     def predict_step(self, batch: dict, batch_idx: int) -> list[dict]:
         """Per question: its index in the split, its id and the predicted answer (for the results writer)."""

@@ -9,7 +9,8 @@
     answer.save("answer/")                                       # what `python -m vqa.export` writes
 
 Answers are the model's labels, as answer.json keeps them ("tissue_roll"); `vqa.answers.answer_words` turns one
-into words. The pictures and files come from `core.maps.overlays` and `vqa.export`, as the export command's do.
+into words. The pictures and files come from `vqa.overlays`, so they are those of the export command and the app, which
+both answer through this class.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from core.maps.overlays import DisplayScale, FixedScale, heat_maps, overlay
 from core.model.pretrained import ImageInput, PretrainedModel, as_photo, find_model
 from data.images import load_image
 from vqa.bundled import MODELS
-from vqa.export import write_answer_overlays
 from vqa.module import VqaModule
+from vqa.overlays import write_answer_overlays
 from vqa.questions import cut_notice
 
 
@@ -40,6 +41,7 @@ class Answer:
     hops: Tensor  # (K, rows, columns) float32; each hop's map sums to 1
     source: str  # the photo's path, or "" for a PIL image: what answer.json calls it
     given: Image.Image | None = field(default=None, repr=False)  # the PIL image given (as RGB), None for a path
+    notice: str | None = None  # what was left unread of a question longer than the model reads (`cut_notice`)
 
     def photo(self) -> Image.Image:
         """The photo as RGB at its own size: the PIL image given, or the file read again (as `Caption.photo`)."""
@@ -101,14 +103,16 @@ class Answerer:
         """The bundled models by name, with their data, test scores, training commands, licence, encoder and grid."""
         return dict(MODELS)
 
-    def ask(self, image: ImageInput, question: str, *, top_k: int = 5) -> Answer:
+    def ask(self, image: ImageInput, question: str, *, top_k: int = 5, warn: bool = True) -> Answer:
         """Answer a typed question about a photo. A question longer than the model reads is answered from its
-        first words, with a warning that says so.
+        first words, with a warning that says so (and the answer's `notice`).
 
         Args:
             image: a path or a PIL image.
             question: the question, as a person would type it.
             top_k: how many answers to keep, most probable first.
+            warn: warn of a question that was cut; False for a caller that tells its user `notice` its own way (the
+                export command on stderr, the app in its page).
 
         Raises:
             data.images.ImageLoadError: the path is missing or not a readable image (the message names it).
@@ -119,8 +123,10 @@ class Answerer:
         with torch.inference_mode():
             answered = model.answer(model.encoder.transform()(picture).to(model.device), question, top=top_k)
         notice = cut_notice(question, max_length=model.hparams.max_question_length)
-        if notice is not None:
+        if notice is not None and warn:
             warnings.warn(notice, stacklevel=2)
         hops = answered.weights.float().cpu().reshape(-1, *model.encoder.grid_shape)
         given = None if source else picture
-        return Answer(question=question, answers=answered.answers, hops=hops, source=source, given=given)
+        return Answer(
+            question=question, answers=answered.answers, hops=hops, source=source, given=given, notice=notice
+        )

@@ -24,7 +24,7 @@ import zlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import matplotlib
 import numpy as np
@@ -116,6 +116,22 @@ class PerMapStretch(DisplayScale):
 
     def describe(self) -> dict:
         return {"kind": "stretch", "unit": "fraction of each map's maximum"}
+
+
+def add_scale_flag(parser: Any, *, unit: str) -> None:
+    """Give an export command's parser `--stretch`, which draws each `unit`'s map ("word", "hop") on
+    `PerMapStretch` instead of the default `FixedScale`; `chosen_scale(args)` reads it."""
+    parser.add_argument(
+        "--stretch",
+        action="store_true",
+        help=f"draw each {unit}'s map up to its own maximum (even a flat map looks peaked) instead of the default "
+        f"fixed scale, the same for every {unit} (1 = uniform attention)",
+    )
+
+
+def chosen_scale(args: Any) -> DisplayScale:
+    """The scale `add_scale_flag`'s `--stretch` chose."""
+    return PerMapStretch() if args.stretch else FixedScale()
 
 
 def upsample(

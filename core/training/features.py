@@ -53,6 +53,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
 from core.model.encoder import Encoder
+from core.training.batches import CachedInputs, ImageInputs
 from core.training.progress import phase_progress
 
 logger = logging.getLogger(__name__)
@@ -371,6 +372,32 @@ class EncodedOnRead:
                 image = self.transform(self.load_image(index)).unsqueeze(0)  # (1, 3, S, S)
                 self._encoded[index] = _trunk_float16(self.encoder, image, first=index)[0]  # (L, D)
         return self._encoded[index]
+
+
+def split_inputs(
+    cache: FeatureCache | None,
+    *,
+    whole: bool,
+    dataset_name: str,
+    split: str,
+    image_ids: Sequence[str],
+    image_files: Sequence[Path],
+    load_image: Callable[[int], Image.Image],
+    encoder: Encoder,
+    num_workers: int = 0,
+) -> CachedInputs | EncodedOnRead | ImageInputs:
+    """Image i of a split as the model's input: `load_image(i)` through the encoder's frozen trunk, cached under
+    (dataset_name, split) on first use (`cache.load_or_build`), or encoded as it is read when the run reads only part
+    of the split (`whole` False, `splits_read_in_part`); without a cache (None), the preprocessed image."""
+    if cache is None:
+        return ImageInputs(load_image, encoder.transform(), len(image_ids))
+    if not whole:
+        return EncodedOnRead(encoder=encoder, load_image=load_image, count=len(image_ids))
+    features = cache.load_or_build(
+        dataset_name=dataset_name, split=split, image_ids=image_ids, image_files=image_files, load_image=load_image,
+        encoder=encoder, num_workers=num_workers,
+    )  # fmt: skip
+    return CachedInputs(features)
 
 
 def items_read(trainer: Any, loader: str, *, batch_size: int) -> int | None:

@@ -119,6 +119,23 @@ class ResumableLoader(DataLoader):
         self.order.skip = int(state["batches"]) * self.batch_size
 
 
+def split_loader(
+    dataset: Dataset, *, batch_size: int, collate_fn: Any, num_workers: int = 0, shuffle: bool = False, trainer: Any = None
+) -> DataLoader:
+    """A split's batches: in order, or shuffled and resumable mid-epoch from a checkpoint (`ResumableLoader`, its
+    shard of the `trainer`'s processes), for training. Workers, when there are any, are kept between epochs."""
+    options = dict(batch_size=batch_size, collate_fn=collate_fn, num_workers=num_workers, persistent_workers=num_workers > 0)
+    if not shuffle:
+        return DataLoader(dataset, **options)
+    return ResumableLoader(
+        dataset,
+        seed=shuffle_seed(),
+        num_replicas=trainer.world_size if trainer is not None else 1,
+        rank=trainer.global_rank if trainer is not None else 0,
+        **options,
+    )
+
+
 def shuffle_seed() -> int:
     """The seed `seed_everything` set (`torch.initial_seed()`), folded to the range every generator accepts."""
     return torch.initial_seed() % 2**31

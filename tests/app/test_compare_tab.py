@@ -22,7 +22,7 @@ from PIL import Image
 
 import demo
 from captioning.bundled import COMPARE_CHECKPOINTS, DECODER_CHECKPOINTS, SHAPES_SOFT
-from captioning.export import follow_caption, generate_caption
+from captioning.inference import follow_caption, generate_caption
 from captioning.module import CaptioningModule
 from core.maps.overlays import heat_maps, overlay
 from core.training.checkpoints import read_checkpoint

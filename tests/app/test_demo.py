@@ -40,7 +40,7 @@ from PIL import Image
 
 import demo
 from captioning.bundled import CAPTION_CHECKPOINTS, SHAPES_SOFT
-from captioning.export import PREVIEW_QUALITY, word_file_name
+from captioning.overlays import PREVIEW_QUALITY, word_file_name
 from captioning.module import CaptioningModule
 from captioning.pretrained import Captioner
 from core.training.checkpoints import read_checkpoint
@@ -49,6 +49,7 @@ from data.images import ImageLoadError, load_image
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa.answers import answer_words
 from vqa.bundled import DAQUAR_SAN, FLICKR8K_QA_SAN, QUESTION_SCOPES, SHAPES_SAN, VQA_CHECKPOINTS
+from vqa.pretrained import Answer, Answerer
 
 SPECIALS = {"<pad>", "<start>", "<end>", "<unk>"}
 SHAPES_VQA = next(name for name, path in VQA_CHECKPOINTS.items() if path == SHAPES_SAN)  # the questions below are
@@ -309,7 +310,7 @@ def test_the_app_serves_a_transformer_captioner_with_every_heads_maps_in_its_exp
     torch.testing.assert_close(torch.tensor(record["weights"]), heads[:, -1].mean(1))  # its own: the last layer's mean
 
     # the "Map" choice: every layer's mean and every head, the model's own first; the overlays then show that map
-    labels = [label for label, _ in demo.map_choices(model)]
+    labels = [label for label, _ in demo.map_choices(Captioner(model=model))]
     assert labels == ["layer 2, heads averaged (the model's own)", "layer 1, heads averaged", "layer 1, head 1",
                       "layer 1, head 2", "layer 2, heads averaged", "layer 2, head 1", "layer 2, head 2"]  # fmt: skip
     *_, (same, _, second, _) = handlers.caption(upload, "transformer", 2, 2, False)  # layer 1, head 2
@@ -317,7 +318,7 @@ def test_the_app_serves_a_transformer_captioner_with_every_heads_maps_in_its_exp
     with zipfile.ZipFile(second) as exported:
         record = json.loads(exported.read(next(n for n in exported.namelist() if n.endswith("caption.json"))))
     torch.testing.assert_close(torch.tensor(record["weights"]), heads[:, 0, 1])
-    assert demo.map_choices(CaptioningModule.load(CAPTION_CHECKPOINTS[DEFAULT_MODEL])) == []  # one map per word
+    assert demo.map_choices(Captioner.from_checkpoint(CAPTION_CHECKPOINTS[DEFAULT_MODEL])) == []  # one map per word
     for wrong in (7, -2, "1", 1.5):
         with pytest.raises(gr.Error, match="The map must be -1 .* or a number from 0 to 5"):
             next(handlers.caption(upload, "transformer", 2, wrong))
@@ -676,7 +677,7 @@ def test_a_picture_too_small_to_say_anything_about_gets_a_note(tmp_path):
         notes = [str(w.message) for w in caught if "pixels: the model sees it enlarged" in str(w.message)]
         assert text.split() and archive  # answered all the same
         if noted:
-            sizes = [handlers.captioners[DEFAULT_MODEL].encoder.input_shape, handlers.answerers[SHAPES_VQA].encoder.input_shape]
+            sizes = [handlers.captioners[DEFAULT_MODEL].model.encoder.input_shape, handlers.answerers[SHAPES_VQA].model.encoder.input_shape]
             assert notes == [
                 f"{path.name} is only {size[0]}x{size[1]} pixels: the model sees it enlarged to {width}x{height}, so what "
                 "it says tells little about the picture. Try a larger photo."
@@ -694,7 +695,7 @@ def test_the_ask_tab_shows_answers_as_words(pictures, tmp_path, monkeypatch):
         answers = [["tissue_roll", 0.6], ["bottle_of_liquid", 0.3], ["red", 0.1]]
         return {"answers": answers, "weights": [[0.5], [0.5]], "concentration": [0.5, 0.05]}
 
-    monkeypatch.setattr(demo, "export_answer", labelled)
+    monkeypatch.setattr(Answer, "save", labelled)
     answers, hops, _ = handlers.ask({"path": str(pictures["scene"]), "orig_name": "scene.png"}, SHAPES_VQA, "what is it?")
     assert answers == {"tissue roll": 0.6, "bottle of liquid": 0.3, "red": 0.1}
     assert [title for _, title in hops] == ["hop 1: 50% on top 5%", "hop 2: 5% on top 5%"]
@@ -740,14 +741,14 @@ class FullQueue:
 @pytest.fixture
 def full_queue(tmp_path, pictures, monkeypatch) -> Iterator[FullQueue]:
     entered, release = threading.Event(), threading.Event()
-    answer = demo.export_answer
+    ask = Answerer.ask
 
-    def held_answer(*args: Any, **kwargs: Any) -> dict:
+    def held_answer(*args: Any, **kwargs: Any) -> Answer:
         entered.set()
         release.wait(120)
-        return answer(*args, **kwargs)
+        return ask(*args, **kwargs)
 
-    monkeypatch.setattr(demo, "export_answer", held_answer)
+    monkeypatch.setattr(Answerer, "ask", held_answer)
     app = demo.build_app(  # the two models the tests ask, for a quicker start
         caption_checkpoints={DEFAULT_MODEL: CAPTION_CHECKPOINTS[DEFAULT_MODEL]}, vqa_checkpoints={SHAPES_VQA: SHAPES_SAN},
         compare_groups=(), work_dir=tmp_path, max_queue=1,

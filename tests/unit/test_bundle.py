@@ -189,7 +189,7 @@ def test_a_transformers_copy_can_draw_another_layers_map(photos, tmp_path, capsy
     """`--map-layer 0`: the copy's maps are its first layer's cross-attention averaged over the heads; a
     Show-Attend-Tell checkpoint has no such setting, and a layer the model lacks is refused (no
     file left behind)."""
-    import captioning.export
+    import captioning.inference
 
     transformer = CaptioningModule.load(FLICKR8K_TRANSFORMER)
     source = full_checkpoint(transformer, tmp_path / "best.ckpt")
@@ -201,7 +201,7 @@ def test_a_transformers_copy_can_draw_another_layers_map(photos, tmp_path, capsy
     with torch.inference_mode():
         generated = copy.generate(inputs, beam_size=3)
     words, rows = copy.caption_words(generated.tokens[0], generated.weights[0])
-    heads = captioning.export.every_head(copy, photo, words)  # (words, layers, heads, L)
+    heads = captioning.inference.every_head(copy, photo, words)  # (words, layers, heads, L)
     assert torch.allclose(rows.float(), heads[:, 0].mean(1), atol=1e-4)
     soft = full_checkpoint(CaptioningModule.load(SHAPES_SOFT), tmp_path / "soft.ckpt")
     assert bundle_main([str(soft), str(tmp_path / "no.ckpt"), "--map-layer", "1"]) == 2

@@ -18,7 +18,8 @@ import pytest
 import torch
 from PIL import Image
 
-from captioning.export import GIF_SIZE, generate_caption, word_file_name
+from captioning.inference import generate_caption
+from captioning.overlays import GIF_SIZE, word_file_name
 from captioning.pretrained import Captioner
 from core.maps.overlays import gif_frame, heat_maps, overlay, titled
 from data.shapes_scene import generate_split_scene, render_scene
@@ -121,12 +122,13 @@ def answerer():
 
 
 def test_each_hop_png_is_the_overlay_of_that_hops_weights(tmp_path, answerer, scene):
-    from vqa.export import export_answer
+    from vqa.pretrained import Answerer
 
     question = "what colour is the circle?"
     with torch.inference_mode():
         answered = answerer.answer(answerer.encoder.transform()(scene), question, top=3)
-    record = export_answer(answerer, scene, question, tmp_path, top=3, source="scene.png")
+    answer = Answerer(model=answerer).ask(scene, question, top_k=3)
+    record = replace(answer, source="scene.png").save(tmp_path)
     hops = answered.weights.float()
     assert record["answers"] == [[a, pytest.approx(p, abs=1e-6)] for a, p in answered.answers]
     np.testing.assert_allclose(np.array(record["weights"]), hops.numpy(), rtol=0, atol=1e-7)

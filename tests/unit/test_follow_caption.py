@@ -1,4 +1,4 @@
-"""`captioning.export.follow_caption`: where a captioning model looks at each word of a caption it is given (teacher
+"""`captioning.inference.follow_caption`: where a captioning model looks at each word of a caption it is given (teacher
 forcing), the maps the Compare tab and the score-function figure line up word by word."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import torch
 from PIL import Image
 
 from captioning.bundled import SCORE_MODELS, SHAPES_SOFT
-from captioning.export import UnknownWordsError, follow_caption, generate_caption
+from captioning.inference import UnknownWordsError, follow_caption, generate_caption
 from captioning.module import CaptioningModule
 from data.shapes_scene import generate_split_scene, render_scene
 

@@ -333,11 +333,12 @@ def assert_has_a_colour_bar(grid_png: Path, tiles: Image.Image) -> None:
 
 
 def test_the_caption_export_keeps_the_raw_weights_and_records_scale_and_concentration(tmp_path):
-    from captioning.export import write_caption_overlays
+    from captioning.pretrained import Caption
 
     photo = Image.new("RGB", (90, 60), "gray")
     weights = flat_and_peaked()
-    record = write_caption_overlays(photo, words=["a", "circle"], weights=weights, grid=(GRID, GRID), out_dir=tmp_path)
+    caption = Caption(words=["a", "circle"], attention=weights.reshape(2, GRID, GRID), source="", given=photo)
+    record = caption.save(tmp_path)
     saved = json.loads((tmp_path / "caption.json").read_text())
     assert saved == record and saved["weights"] == weights.tolist()  # the raw float32 weights, not the drawn values
     assert saved["scale"] == {"kind": "fixed", "top": 8.0, "unit": "weight x grid cells (1 = uniform attention)"}
@@ -345,14 +346,12 @@ def test_the_caption_export_keeps_the_raw_weights_and_records_scale_and_concentr
     assert saved["concentration"] == pytest.approx([0.05, float(top[0] + top[1] + 0.45 * top[2])])
     maps = overlays.heat_maps(weights, (GRID, GRID), photo.size)
     assert_has_a_colour_bar(tmp_path / "grid.png", word_grid(photo, ["a", "circle"], maps))
-    stretched = write_caption_overlays(
-        photo, words=["a", "circle"], weights=weights, grid=(GRID, GRID), out_dir=tmp_path / "s", scale=overlays.PerMapStretch()
-    )
+    stretched = caption.save(tmp_path / "s", scale=overlays.PerMapStretch())
     assert stretched["scale"]["kind"] == "stretch" and stretched["weights"] == record["weights"]
 
 
 def test_the_vqa_export_keeps_the_raw_weights_and_records_scale_and_concentration(tmp_path):
-    from vqa.export import write_answer_overlays
+    from vqa.overlays import write_answer_overlays
 
     photo = Image.new("RGB", (90, 60), "gray")
     weights = flat_and_peaked()

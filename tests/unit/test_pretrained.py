@@ -14,13 +14,15 @@ import torch
 from PIL import Image
 
 import captioning.export
+import captioning.inference
 import vqa.export
 from captioning import Captioner
 from captioning.bundled import CAPTION_CHECKPOINTS, SCORE_MODELS, SHAPES_SOFT
 from captioning.bundled import MODELS as CAPTION_MODELS
+from captioning.overlays import word_file_name
 from core.model.pretrained import UnknownModelError, metrics_table
 from core.training.checkpoints import read_checkpoint
-from data.images import ImageLoadError, load_image
+from data.images import ImageLoadError
 from data.shapes_scene import generate_split_scene, render_scene
 from vqa import Answerer
 from vqa.bundled import MODELS as VQA_MODELS
@@ -122,7 +124,7 @@ def test_the_bundled_transformer_captions_a_photo_with_a_map_per_word_and_every_
     assert words and set(words) <= set(model.vocabulary.tokens)
     assert result.attention.shape == (len(words), 7, 7)
     assert torch.allclose(result.attention.flatten(1).sum(1), torch.ones(len(words)), atol=1e-5)
-    heads = captioning.export.every_head(model, photo, words)  # (words, layers, heads, L)
+    heads = captioning.inference.every_head(model, photo, words)  # (words, layers, heads, L)
     assert model.decoder.map_layer == 1 and torch.allclose(result.attention.flatten(1), heads[:, 1].mean(1), atol=1e-5)
     assert torch.equal(result.heads, heads)
     record = result.save(tmp_path / "astronaut")
@@ -162,7 +164,7 @@ def test_save_writes_what_the_export_command_writes(captioner, scenes, tmp_path)
     assert sorted(path.name for path in (tmp_path / "api").iterdir()) == sorted(path.name for path in cli.iterdir())
     assert (tmp_path / "api" / "caption.json").read_text() == (cli / "caption.json").read_text()
     assert (tmp_path / "api" / "grid.png").read_bytes() == (cli / "grid.png").read_bytes()
-    assert record["words"] and (tmp_path / "api" / captioning.export.word_file_name(1, record["words"][0])).is_file()
+    assert record["words"] and (tmp_path / "api" / word_file_name(1, record["words"][0])).is_file()
 
 
 def test_ask_returns_sorted_answers_and_a_map_per_hop(answerer, scenes, tmp_path):
@@ -177,7 +179,7 @@ def test_ask_returns_sorted_answers_and_a_map_per_hop(answerer, scenes, tmp_path
     assert len(answer.overlays()) == hops
     answer.save(tmp_path / "api")
     question = "what colour is the circle?"  # what `python -m vqa.export` does, on the same loaded model
-    vqa.export.export_answer(answerer.model, load_image(scenes[0]), question, tmp_path / "cli", source=str(scenes[0]))
+    assert vqa.export.main([str(answerer.metadata.file), str(scenes[0]), "--question", question, "--output", str(tmp_path / "cli")]) == 0
     assert sorted(path.name for path in (tmp_path / "api").iterdir()) == ["answer.json", "grid.png", "hop_1.png", "hop_2.png"]
     for name in ("answer.json", "grid.png", "hop_1.png"):
         assert (tmp_path / "api" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes(), name

@@ -10,6 +10,7 @@ import torch
 from PIL import Image
 
 import vqa.export
+import vqa.overlays
 from vqa.bundled import SHAPES_SAN
 from vqa.module import Answered, VqaModule
 
@@ -18,7 +19,7 @@ from vqa.module import Answered, VqaModule
 def labelled(monkeypatch) -> list[str]:
     """The bundled ShapesWorld model made to answer with two DAQUAR labels; returns the grid titles drawn."""
     titles: list[str] = []
-    draw = vqa.export.word_grid
+    draw = vqa.overlays.word_grid
 
     def answer(self: VqaModule, image: torch.Tensor, question: str, *, top: int = 5) -> Answered:
         cells = self.encoder.num_locations
@@ -30,7 +31,7 @@ def labelled(monkeypatch) -> list[str]:
         return draw(*args, image_title=image_title, **kwargs)
 
     monkeypatch.setattr(VqaModule, "answer", answer)
-    monkeypatch.setattr(vqa.export, "word_grid", word_grid)
+    monkeypatch.setattr(vqa.overlays, "word_grid", word_grid)
     return titles
 
 
