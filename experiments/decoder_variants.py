@@ -13,10 +13,11 @@ the maps land on real photos"). The bundled models and the configs use the paper
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import Tensor, nn
 
 from captioning.decoder import ShowAttendTell
-from core.model.attention import AdditiveScore, Score
 
 
 class WhereNotWhatDecoder(ShowAttendTell):
@@ -25,28 +26,12 @@ class WhereNotWhatDecoder(ShowAttendTell):
     the output layer alone, as in the spatial attention of Lu et al. (2017): the decoder remembers where it looked but
     not what it saw, so a word about an object must be read at its own step, and its map shows where it was read."""
 
-    def __init__(
-        self,
-        vocab_size: int,
-        feature_dim: int,
-        grid_shape: tuple[int, int],
-        *,
-        embed_dim: int = 512,
-        decoder_dim: int = 512,
-        attention_dim: int = 512,
-        dropout: float = 0.5,
-        score: type[Score] = AdditiveScore,
-        state_from_image: bool = True,
-        coordinates: bool = False,
-        fast_path: bool = True,
-    ) -> None:
-        super().__init__(
-            vocab_size, feature_dim, grid_shape, embed_dim=embed_dim, decoder_dim=decoder_dim,
-            attention_dim=attention_dim, dropout=dropout, score=score, state_from_image=state_from_image,
-            coordinates=coordinates, fast_path=fast_path,
-        )  # fmt: skip
-        remembered = 2 if coordinates else 0  # the grid position read, or nothing
-        self.lstm = nn.LSTMCell(embed_dim + remembered, decoder_dim)  # [E y_{t-1}; the position read]
+    def __init__(self, vocab_size: int, feature_dim: int, grid_shape: tuple[int, int], **options: Any) -> None:
+        """`options`: `ShowAttendTell`'s own (embed_dim, coordinates...), with the same defaults."""
+        super().__init__(vocab_size, feature_dim, grid_shape, **options)
+        remembered = 2 if self.coordinates else 0  # the grid position read, or nothing
+        word_dim, decoder_dim = self.embedding.embedding_dim, self.lstm.hidden_size
+        self.lstm = nn.LSTMCell(word_dim + remembered, decoder_dim)  # [E y_{t-1}; the position read]
 
     def _remembered(self, z: Tensor) -> Tensor:
         """The position read, z_t's last two entries (..., 2), with coordinates; nothing (..., 0) without."""

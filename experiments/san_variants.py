@@ -13,11 +13,13 @@ relation questions there; the bundled models and the configs use the paper's net
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
-from core.model.attention import AdditiveScore, Score, grid_positions, with_positions
-from vqa.san import SanOutput, StackedAttention, answer_classifier
+from core.model.attention import grid_positions, with_positions
+from vqa.san import SanOutput, StackedAttention
 
 
 class StackedAttentionVariants(StackedAttention):
@@ -47,34 +49,24 @@ class StackedAttentionVariants(StackedAttention):
         grid_shape: tuple[int, int],
         num_answers: int,
         *,
-        attention_dim: int = 512,
-        hops: int = 2,
-        dropout: float = 0.5,
-        score: type[Score] = AdditiveScore,
-        classifier_hidden: int = 0,
-        feature_dropout: float = 0.0,
-        coordinates: bool = False,
         separate_hops: bool = False,
         read_positions: bool = False,
         question_dropout: float = 0.0,
-        fast_path: bool = True,
+        **options: Any,
     ) -> None:
+        """`options`: `StackedAttention`'s own (hops, dropout, score...), with the same defaults."""
         region_dim = question_dim + 2 if read_positions else question_dim  # v_i, u^k and z^k all have this size
         # the paper's network with hops (and a classifier) of region_dim; its projection is then made d wide again
-        super().__init__(
-            feature_dim, region_dim, grid_shape, num_answers, attention_dim=attention_dim, hops=hops, dropout=dropout,
-            score=score, classifier_hidden=classifier_hidden, feature_dropout=feature_dropout, coordinates=coordinates,
-            fast_path=fast_path,
-        )  # fmt: skip
+        super().__init__(feature_dim, region_dim, grid_shape, num_answers, **options)
         self.separate_hops = separate_hops
         self.read_positions = read_positions
         self.question_dropout = nn.Dropout(question_dropout)
         if read_positions:
             self.register_buffer("read_grid", grid_positions(*grid_shape), persistent=False)  # (L, 2)
             self.image_projection = nn.Linear(self.image_projection.in_features, question_dim)
-        if separate_hops:
-            read_out = region_dim * (hops + 1)  # [u^0; z^1; ...; z^K]
-            self.classifier = answer_classifier(read_out, num_answers, hidden=classifier_hidden, dropout=dropout)
+        if separate_hops:  # the classifier's first layer reads [u^0; z^1; ...; z^K]
+            first = self.classifier[1]  # after its dropout: the answer layer, or the hidden layer before it
+            self.classifier[1] = nn.Linear(region_dim * (len(self.hops) + 1), first.out_features)
 
     def forward(self, features: Tensor, question: Tensor) -> SanOutput:
         """Grids (B, L, D) and question vectors (B, d) -> answer logits (B, A) and attention (B, K, L)."""
