@@ -33,7 +33,8 @@ from jsonargparse import auto_cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from captioning.grounding import DEFAULT_WORDS, Mention, ObjectWords, ground, load_captioner, score_pair  # noqa: E402
+from captioning.grounding import DEFAULT_WORDS, ObjectWords, ground, load_captioner, score_pair  # noqa: E402
+from core.maps.grounding import Mention  # noqa: E402
 from core.model.encoder import EfficientNetLite  # noqa: E402
 from core.training.features import FeatureCache  # noqa: E402
 from data.boxes import read_boxes  # noqa: E402

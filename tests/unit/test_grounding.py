@@ -12,7 +12,8 @@ import pytest
 import torch
 from PIL import Image, ImageDraw
 
-from captioning.grounding import DEFAULT_WORDS, GroundingReport, Mention, ObjectWords, PairScore, score_pair
+from captioning.grounding import DEFAULT_WORDS, GroundingReport, ObjectWords, PairScore, score_pair
+from core.maps.grounding import Mention
 from core.maps.measures import cell_centres, inside_any, mass_in_boxes, pixel_mask, union_cover
 from core.model.encoder import ImageTransform
 from data.boxes import BoxedObject, BoxedPhoto, read_boxes
