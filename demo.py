@@ -70,11 +70,13 @@ from jsonargparse.typing import PositiveInt
 from PIL import Image
 
 from captioning.bundled import CAPTION_CHECKPOINTS, COMPARE_CHECKPOINTS, DECODER_CHECKPOINTS
+from captioning.bundled import MODELS as CAPTION_MODELS
 from captioning.inference import HeadChoice, UnknownWordsError
 from captioning.naming import DEFAULT_NAMING
 from captioning.overlays import CaptionOverlays
 from captioning.pretrained import Captioner
 from core.model.imagenet import Tag
+from core.model.pretrained import PretrainedModel
 from core.maps.measures import TOP_AREA, short_share
 from core.maps.overlays import FixedScale
 from data.images import ImageLoadError, ImageProblem, load_image
@@ -959,15 +961,16 @@ def parse_arguments(argv: Sequence[str] | None) -> Namespace:
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to bind (the default: this computer only)")
     parser.add_argument("--port", type=PositiveInt, default=DEFAULT_PORT, help="port")
     for flag, bundled, what in (
-        ("--caption-model", CAPTION_CHECKPOINTS, "captioning"),
-        ("--vqa-model", VQA_CHECKPOINTS, "VQA"),
+        ("--caption-model", CAPTION_MODELS, "captioning"),
+        ("--vqa-model", MODELS, "VQA"),
     ):
         parser.add_argument(
             flag,
             action="append",
-            metavar="NAME=PATH",
-            help=f"a {what} checkpoint and the name the app shows for it; repeat for several. When given, these "
-            f"replace the bundled {what} models ({', '.join(bundled)})",
+            metavar="MODEL",
+            help=f"a {what} model: a bundled model's name ({', '.join(bundled)}), a checkpoint's path, or NAME=PATH to "
+            "show the checkpoint under NAME; repeat for several. When given, these replace the bundled "
+            f"{what} models the app shows by default",
         )
     parser.add_argument(
         "--max-queue",
@@ -982,19 +985,31 @@ def parse_arguments(argv: Sequence[str] | None) -> Namespace:
         help="disk space the uploads and results may take, all together; beyond it the oldest are deleted",
     )
     args = parser.parse_args(argv)
-    for option, bundled in (("caption_model", CAPTION_CHECKPOINTS), ("vqa_model", VQA_CHECKPOINTS)):
+    for option, shown, bundled in (
+        ("caption_model", CAPTION_CHECKPOINTS, CAPTION_MODELS),
+        ("vqa_model", VQA_CHECKPOINTS, MODELS),
+    ):
         try:
-            args[option] = dict(map(named_checkpoint, args[option])) if args[option] else dict(bundled)
+            args[option] = dict(named_checkpoint(text, bundled) for text in args[option]) if args[option] else dict(shown)
         except ValueError as error:
             parser.error(f"--{option.replace('_', '-')}: {error}")
     return args
 
 
-def named_checkpoint(text: str) -> tuple[str, Path]:
-    """'NAME=PATH' -> (NAME, PATH), for the --caption-model and --vqa-model options."""
+def named_checkpoint(text: str, bundled: Mapping[str, PretrainedModel]) -> tuple[str, Path]:
+    """A --caption-model or --vqa-model value -> (the name the app shows, the checkpoint): a bundled model's name
+    ("flickr8k-soft": its title and file), a checkpoint's path (shown as given) or NAME=PATH, as every command of the
+    project names a model."""
+    if text in bundled:
+        return bundled[text].title, bundled[text].file
+    if Path(text).is_file():
+        return text, Path(text)
     name, sep, path = text.partition("=")
     if not sep or not name.strip() or not path:
-        raise ValueError(f"expected NAME=PATH (e.g. mine=runs/x/best.ckpt), got {text!r}")
+        raise ValueError(
+            f"{text!r} is neither a bundled model ({', '.join(bundled)}) nor a checkpoint file; or give NAME=PATH "
+            "(e.g. mine=runs/x/best.ckpt)"
+        )
     return name.strip(), Path(path)
 
 

@@ -40,7 +40,7 @@ from captioning.overlays import CaptionOverlays
 from core.model.encoder import EfficientNetLite
 from core.model.imagenet import Tag
 from core.maps.overlays import DisplayScale, FixedScale
-from core.model.pretrained import ImageInput, PretrainedModel, as_photo, find_model
+from core.model.pretrained import ImageInput, PretrainedModel, as_photo, bundled_name, find_model
 from data.images import load_image
 
 
@@ -152,14 +152,8 @@ class Captioner:
         Raises:
             FileNotFoundError: neither a file nor a bundled model's name (the message lists the names).
         """
-        if Path(model).is_file():
-            return cls.from_checkpoint(model, **options)
-        if str(model) in cls.available():
-            return cls.from_pretrained(str(model), **options)
-        raise FileNotFoundError(
-            f"checkpoint not found: {str(model)!r} is neither a checkpoint file nor a bundled model "
-            f"({', '.join(cls.available())})"
-        )
+        name = bundled_name(cls.available(), model)
+        return cls.from_checkpoint(model, **options) if name is None else cls.from_pretrained(name, **options)
 
     @classmethod
     def from_pretrained(cls, name: str, *, device: str | torch.device = "cpu", batch_size: int = 16) -> Captioner:

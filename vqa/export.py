@@ -34,7 +34,9 @@ def parse_arguments(argv: Sequence[str] | None) -> Namespace:
         prog="python -m vqa.export",
         description="Answer a question about an image and write every attention hop as an overlay, a grid and JSON.",
     )
-    parser.add_argument("checkpoint", type=Path, help="a VQA checkpoint (best.ckpt)")
+    parser.add_argument(
+        "model", help="a bundled VQA model's name (flickr8k-qa-san, daquar-san, shapes-san) or a checkpoint (best.ckpt)"
+    )
     parser.add_argument("image", type=Path, help="the image file")
     parser.add_argument("--question", required=True, help="the question about the image")
     parser.add_argument("--output", type=Path, required=True, help="folder that receives the files")
@@ -46,7 +48,7 @@ def parse_arguments(argv: Sequence[str] | None) -> Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_arguments(argv)
     try:
-        answerer = Answerer.from_checkpoint(args.checkpoint)
+        answerer = Answerer.load(args.model)
         answer = answerer.ask(args.image, args.question, top_k=args.top, warn=False)
     except (FileNotFoundError, ValueError) as error:  # no checkpoint, an unreadable image, a question it cannot read
         print(f"error: {error}", file=sys.stderr)  # nothing is written

@@ -24,7 +24,7 @@ from PIL import Image
 from torch import Tensor
 
 from core.maps.overlays import DisplayScale, FixedScale, heat_maps, overlay
-from core.model.pretrained import ImageInput, PretrainedModel, as_photo, find_model
+from core.model.pretrained import ImageInput, PretrainedModel, as_photo, bundled_name, find_model
 from data.images import load_image
 from vqa.bundled import MODELS
 from vqa.module import VqaModule
@@ -81,6 +81,16 @@ class Answerer:
     def __init__(self, *, model: VqaModule, metadata: PretrainedModel | None = None) -> None:
         self.model = model.eval()
         self.metadata = metadata
+
+    @classmethod
+    def load(cls, model: str | Path, **options) -> Answerer:
+        """A bundled model by name or a checkpoint by path, as every command takes a model.
+
+        Raises:
+            FileNotFoundError: neither a file nor a bundled model's name (the message lists the names).
+        """
+        name = bundled_name(cls.available(), model)
+        return cls.from_checkpoint(model, **options) if name is None else cls.from_pretrained(name, **options)
 
     @classmethod
     def from_pretrained(cls, name: str, *, device: str | torch.device = "cpu") -> Answerer:

@@ -70,6 +70,22 @@ def find_model(registry: Mapping[str, PretrainedModel], name: str) -> Pretrained
         raise UnknownModelError(f"no pretrained model called {name!r}; the bundled ones are {known}") from None
 
 
+def bundled_name(registry: Mapping[str, PretrainedModel], model: str | Path) -> str | None:
+    """How a command's or a Python user's `model` names a model: None for a checkpoint file, the name for a bundled
+    model of `registry` (a file of that name wins).
+
+    Raises:
+        FileNotFoundError: neither a file nor a bundled model's name (the message lists the names).
+    """
+    if Path(model).is_file():
+        return None
+    if str(model) in registry:
+        return str(model)
+    raise FileNotFoundError(
+        f"checkpoint not found: {str(model)!r} is neither a checkpoint file nor a bundled model ({', '.join(registry)})"
+    )
+
+
 def metrics_table(models: Sequence[PretrainedModel]) -> str:
     """The models' test scores as a Markdown table, one row per model, one column per metric any of them has
     (in order of first appearance; a model without that metric leaves its cell empty). The model card holds

@@ -221,6 +221,18 @@ def test_command_line_defaults_bind_this_computer_only_and_use_the_bundled_model
     assert demo.parse_arguments(["--host", "0.0.0.0", "--port", "8080"]).port == 8080
 
 
+def test_models_are_named_as_every_command_names_them_a_bundled_name_a_path_or_name_equals_path(tmp_path):
+    mine = tmp_path / "mine.ckpt"
+    mine.write_bytes(b"")  # a file: read only when the app loads it
+    chosen = demo.parse_arguments(
+        ["--caption-model", "flickr8k-hard", "--caption-model", str(mine), "--vqa-model", "shapes-san"]
+    )
+    assert chosen.caption_model == {"Flickr8k hard": CAPTION_CHECKPOINTS["Flickr8k hard"], str(mine): mine}
+    assert chosen.vqa_model == {"ShapesWorld": VQA_CHECKPOINTS["ShapesWorld"]}
+    with pytest.raises(SystemExit):  # neither a bundled name, nor a file, nor NAME=PATH
+        demo.parse_arguments(["--vqa-model", str(tmp_path / "missing.ckpt")])
+
+
 def test_the_queue_is_bounded_by_default_and_from_the_command_line():
     assert demo.parse_arguments([]).max_queue == demo.DEFAULT_MAX_QUEUE == 64
     assert demo.parse_arguments(["--max-queue", "2"]).max_queue == 2

@@ -133,7 +133,7 @@ def test_a_help_read_only_in_part_ends_quietly() -> None:
     ("module", "arguments", "named"),
     [
         ("demo", ["--max-queue", "0"], "max_queue"),
-        ("demo", ["--caption-model", "no-name-given.ckpt"], "--caption-model: expected NAME=PATH"),
+        ("demo", ["--caption-model", "no-such.ckpt"], "--caption-model: 'no-such.ckpt' is neither a bundled model"),
         ("captioning.export", ["in.ckpt", "photo.jpg", "--output", "out", "--beam-size", "0"], "beam_size"),
         ("vqa.export", ["in.ckpt", "photo.jpg", "--question", "what?", "--output", "out", "--top", "-1"], "top"),
         ("captioning.bundle", ["in.ckpt", "out.ckpt", "--complete-phrases", "maybe"], "complete_phrases"),

@@ -178,8 +178,8 @@ def test_ask_returns_sorted_answers_and_a_map_per_hop(answerer, scenes, tmp_path
     torch.testing.assert_close(answer.hops.sum(dim=(1, 2)), torch.ones(hops))
     assert len(answer.overlays()) == hops
     answer.save(tmp_path / "api")
-    question = "what colour is the circle?"  # what `python -m vqa.export` does, on the same loaded model
-    assert vqa.export.main([str(answerer.metadata.file), str(scenes[0]), "--question", question, "--output", str(tmp_path / "cli")]) == 0
+    question = "what colour is the circle?"  # what `python -m vqa.export` does, given the bundled model's name
+    assert vqa.export.main([answerer.metadata.name, str(scenes[0]), "--question", question, "--output", str(tmp_path / "cli")]) == 0
     assert sorted(path.name for path in (tmp_path / "api").iterdir()) == ["answer.json", "grid.png", "hop_1.png", "hop_2.png"]
     for name in ("answer.json", "grid.png", "hop_1.png"):
         assert (tmp_path / "api" / name).read_bytes() == (tmp_path / "cli" / name).read_bytes(), name
@@ -197,6 +197,14 @@ def test_from_checkpoint_loads_a_bundled_file(captioner, answerer, scenes):
     assert loaded.caption(scenes[0]).words == captioner.caption(scenes[0]).words
     question = "how many objects are there?"
     assert Answerer.from_checkpoint(SHAPES_SAN).ask(scenes[0], question).answers == answerer.ask(scenes[0], question).answers
+
+
+def test_load_takes_a_bundled_name_or_a_checkpoint_path_as_the_commands_do(scenes, tmp_path):
+    assert Answerer.load("shapes-san").metadata is not None and Answerer.load(SHAPES_SAN).metadata is None
+    assert Captioner.load("shapes-soft").metadata is not None and Captioner.load(SHAPES_SOFT).metadata is None
+    for load in (Answerer.load, Captioner.load):
+        with pytest.raises(FileNotFoundError, match="neither a checkpoint file nor a bundled model .*shapes"):
+            load(tmp_path / "missing.ckpt")
 
 
 def test_a_file_that_is_not_an_image_is_named(captioner, answerer, scenes, tmp_path):
