@@ -20,6 +20,8 @@ from core.training.checkpoint_kinds import CORE_HISTORY, installed_kinds, moved_
 from core.training.checkpoints import read_checkpoint
 from tests.helpers import CAPTIONING_CONFIGS
 from vqa.bundled import SHAPES_SAN
+from vqa.checkpoint_kind import CHECKPOINT_KIND as VQA
+from vqa.san import StackedAttention
 
 
 def imported(class_path: str) -> type:
@@ -37,6 +39,8 @@ def test_every_entry_of_a_history_names_what_exists_today():
         for class_path, renamed in history.renamed_options.items():
             parameters = inspect.signature(imported(class_path)).parameters
             assert set(renamed.values()) <= parameters.keys() and not set(renamed) & parameters.keys()
+        for class_path, removed in history.removed_options.items():  # gone from the class, as the table says
+            assert not set(removed) & inspect.signature(imported(class_path)).parameters.keys()
     # the core's, and each task's, declared with its checkpoint kind (the entry point in pyproject.toml)
     assert moved_modules() == {key: value for history in histories for key, value in history.moved_modules.items()}
 
@@ -56,6 +60,18 @@ def test_old_class_paths_and_option_names_become_current_ones_wherever_they_stan
     assert current["attention"] == {"class_path": "captioning.objectives.HardAttention",
                                     "init_args": {"entropy_bonus": 0.1, "inference": "captioning.decoder.ArgMax"}}
     assert current["kept"] == hparams["kept"]  # fmt: skip
+
+
+def test_options_a_class_no_longer_takes_are_dropped_at_the_value_it_now_uses_and_kept_at_another():
+    def san(**options):
+        return {"san": {"class_path": "vqa.san.StackedAttention", "init_args": {"hops": 1, **options}}}
+
+    assert VQA.history.current(san(separate_hops=False, question_dropout=0.0)) == san()
+    assert VQA.history.current(san(separate_hops=True)) == san(separate_hops=True)  # refused by name when built
+    assert CAPTIONING.history.current({"decoder": {"class_path": "captioning.decoder.ShowAttendTell",
+                                                   "init_args": {"remember_content": True}}})["decoder"]["init_args"] == {}
+    with pytest.raises(TypeError, match="separate_hops"):
+        StackedAttention(8, 8, (2, 2), 3, **VQA.history.current(san(separate_hops=True))["san"]["init_args"])
 
 
 def test_a_checkpoint_that_records_old_paths_is_read_with_the_current_ones(tmp_path):
