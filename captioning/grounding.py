@@ -35,10 +35,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
 from jsonargparse import ArgumentParser
 from PIL import Image
-from scipy import stats
 
 from captioning.bundled import DEFAULT_CAPTIONER
 from captioning.explanations import AttentionWeights, WordMaps
@@ -46,7 +44,7 @@ from captioning.mentions import MentionReport, count_mentions, novel_classes, tr
 from captioning.naming import ObjectNaming
 from captioning.object_words import DEFAULT_WORDS, ObjectWords
 from captioning.pretrained import Captioner
-from core.maps.grounding import PairScore, score_pair
+from core.maps.grounding import PairScore, photo_interval, score_pair
 from data.boxes import BoxedPhoto, read_boxes
 from data.images import ImageLoadError, load_image
 
@@ -107,22 +105,9 @@ class GroundingReport:
     def interval(
         self, measure: Callable[[PairScore], float], *, level: float = 0.95, draws: int = 5000, seed: int = 0
     ) -> tuple[float, float]:
-        """The percentile bootstrap interval at `level` of the mean of `measure` over the pairs, drawing photos with
-        replacement (each with all its pairs; `scipy.stats.bootstrap`); NaNs with fewer than two photos."""
-        by_photo: dict[str, list[float]] = defaultdict(list)
-        for pair in self.pairs:
-            by_photo[pair.photo].append(float(measure(pair)))
-        if len(by_photo) < 2:
-            return math.nan, math.nan
-        sums = np.array([sum(values) for values in by_photo.values()])  # (photos,)
-        counts = np.array([len(values) for values in by_photo.values()], dtype=float)  # (photos,)
-        result = stats.bootstrap(
-            (sums, counts),
-            lambda s, c, axis=-1: s.sum(axis) / c.sum(axis),  # the mean over the drawn photos' pairs
-            paired=True, vectorized=True, n_resamples=draws, confidence_level=level, method="percentile",
-            rng=np.random.default_rng(seed),
-        )  # fmt: skip
-        return float(result.confidence_interval.low), float(result.confidence_interval.high)
+        """The 95% interval (at `level`) of the mean of `measure` over the pairs, resampling photos
+        (`core.maps.grounding.photo_interval`)."""
+        return photo_interval(self.pairs, measure, level=level, draws=draws, seed=seed)
 
     def intervals(self) -> dict[str, tuple[float, float]]:
         """95% intervals of the mass inside, the pointing, and the pointing minus the centre point's."""

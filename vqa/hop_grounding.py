@@ -5,8 +5,9 @@
 
 For every photo and every boxed object class whose word the model's question vocabulary holds (`CLASS_WORDS` turns
 a COCO class into the word a question uses: "dining table" -> table), the model is asked the questions of
-`TEMPLATES` ("what is the color of the table?", "where is the table?"), and each hop's map is scored against the
-union of that class's boxes by `core.maps.grounding.score_pair`, the measure of `python -m captioning.grounding`:
+`TEMPLATES` ("what is the color of the table?", "where is the table?"; or those of `--templates`), and each hop's
+map is scored against the union of that class's boxes by `core.maps.grounding.score_pair`, the measure of
+`python -m captioning.grounding`:
 the attention mass inside the boxes and whether the peak cell's centre is inside one (pointing), beside uniform
 attention's mass (the boxes' share of the photo), a random cell and the photo's centre point.
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from jsonargparse import ArgumentParser
 
-from core.maps.grounding import Mention, PairScore, score_pair
+from core.maps.grounding import Mention, PairScore, photo_interval, score_pair
 from data.boxes import BoxedPhoto, read_boxes
 from data.errors import DatasetFormatError
 from data.images import ImageLoadError, load_image
@@ -62,11 +63,13 @@ def asked_about(photo: BoxedPhoto, vocabulary: Vocabulary) -> list[tuple[str, st
     return [(name, word) for name, word in pairs if word is not None and word in known]
 
 
-def score_photo(answerer: Answerer, photo: BoxedPhoto, image) -> list[HopScore]:
-    """Every question of `TEMPLATES` about every known boxed class of one photo, each hop scored."""
+def score_photo(
+    answerer: Answerer, photo: BoxedPhoto, image, *, templates: Sequence[str] = TEMPLATES
+) -> list[HopScore]:
+    """Every question of `templates` about every known boxed class of one photo, each hop scored."""
     scores = []
     for name, word in asked_about(photo, answerer.model.question_vocabulary):
-        for template in TEMPLATES:
+        for template in templates:
             question = template.format(word=word)
             answered = answerer.ask(image, question, top_k=1)
             position = len(template.split("{word}")[0].split())  # the word's index in the question
@@ -77,7 +80,8 @@ def score_photo(answerer: Answerer, photo: BoxedPhoto, image) -> list[HopScore]:
 
 
 def summary(scores: Sequence[HopScore]) -> dict:
-    """Per hop: questions, mean mass inside and pointing, and the baselines' (uniform mass, centre, random cell)."""
+    """Per hop: questions, mean mass inside and pointing, the baselines' (uniform mass, centre, random cell), and the
+    95% interval of the pointing's lead over the centre point (`core.maps.grounding.photo_interval`)."""
     hops = sorted({s.hop for s in scores})
     result = {}
     for hop in hops:
@@ -92,6 +96,7 @@ def summary(scores: Sequence[HopScore]) -> dict:
             "centre pointing": sum(p.centre for p in pairs) / n,
             "random cell pointing": sum(p.random_cell for p in pairs) / n,
             "pointing, pixels": sum(p.pointed_pixels for p in pairs) / n,
+            "pointing minus centre, 95% interval": photo_interval(pairs, lambda p: p.pointed - p.centre),
         }
     return result
 
@@ -100,8 +105,13 @@ def table(report: dict) -> str:
     """The summary as a Markdown table, x100."""
     columns = ["mass inside", "uniform mass", "pointing", "centre pointing", "random cell pointing"]
     lines = ["| hop | questions | " + " | ".join(columns) + " |", "|---|---:|" + "---:|" * len(columns)]
+    lines[0] += " pointing minus centre (95% interval, photos resampled) |"
+    lines[1] += "---:|"
     for hop, row in report.items():
-        lines.append(f"| {hop} | {row['questions']} | " + " | ".join(f"{100 * row[c]:.1f}" for c in columns) + " |")
+        low, high = row["pointing minus centre, 95% interval"]
+        lead = 100 * (row["pointing"] - row["centre pointing"])
+        lines.append(f"| {hop} | {row['questions']} | " + " | ".join(f"{100 * row[c]:.1f}" for c in columns)
+                     + f" | {lead:+.1f} ({100 * low:+.1f}, {100 * high:+.1f}) |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -116,11 +126,17 @@ def parser() -> ArgumentParser:
     parser.add_argument("--boxes", type=Path, required=True, help="their boxes (data.boxes layouts)")
     parser.add_argument("--model", default=next(iter(MODELS)), help="a bundled model's name or a checkpoint")
     parser.add_argument("--output", type=Path, default=None, help="write every scored hop here (JSON)")
+    parser.add_argument("--templates", type=list[str], default=list(TEMPLATES),
+                        help="the questions asked about each object, {word} standing for its word")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    arguments = parser()
+    args = arguments.parse_args(argv)
+    unnamed = [template for template in args.templates if template.count("{word}") != 1]
+    if unnamed or not args.templates:
+        arguments.error(f"--templates: each question must hold {{word}} once (the object's word), got {unnamed}")
     try:
         photos = read_boxes(args.boxes)
     except (FileNotFoundError, DatasetFormatError) as error:
@@ -137,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if image.size != photo.size:
             skipped.append(f"{photo.file}: the image is {image.size}, the boxes file says {photo.size}")
             continue
-        scores += score_photo(answerer, photo, image)
+        scores += score_photo(answerer, photo, image, templates=args.templates)
     if not scores:
         print("error: no question could be asked: no boxed class has a word the model knows", file=sys.stderr)
         return 2

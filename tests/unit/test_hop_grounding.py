@@ -3,6 +3,7 @@ scored by the same `score_pair` as `python -m captioning.grounding`, and vqa kep
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -69,3 +70,30 @@ def test_captioning_scores_with_the_same_code_and_vqa_never_imports_captioning()
     code = "import sys, vqa.hop_grounding; print(sorted(m for m in sys.modules if m.startswith('captioning')))"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_other_questions_can_be_asked_and_a_template_without_the_word_is_refused(tmp_path, capsys):
+    from vqa.hop_grounding import main
+
+    scores = score_photo(PointingAnswerer(), PHOTO, image=None, templates=["what is on the {word}?"])
+    assert [(s.question, s.hop) for s in scores] == [("what is on the table?", 1), ("what is on the table?", 2)]
+    with pytest.raises(SystemExit):
+        main(["--images", str(tmp_path), "--boxes", str(tmp_path / "b.json"), "--templates", '["what is this?"]'])
+    assert "{word}" in capsys.readouterr().err
+
+
+def test_the_leads_interval_resamples_photos_and_needs_two():
+    from dataclasses import replace
+
+    from core.maps.grounding import photo_interval
+
+    one = score_pair(torch.tensor([[1.0, 0.0], [0.0, 0.0]]), PHOTO, _mention())  # points, the centre does not
+    assert one.pointed and not one.centre
+    same = [one, replace(one, photo="q.jpg"), replace(one, photo="r.jpg")]
+    assert photo_interval(same, lambda p: p.pointed - p.centre) == (1.0, 1.0)  # every draw leads by one
+    mixed = [one, one, replace(one, photo="q.jpg", pointed=False)]  # photo p leads twice, photo q not at all
+    low, high = photo_interval(mixed, lambda p: p.pointed - p.centre)
+    assert 0.0 <= low < 2 / 3 < high <= 1.0
+    assert all(math.isnan(x) for x in photo_interval([one, one], lambda p: p.pointed))  # one photo: no interval
+    report = summary(score_photo(PointingAnswerer(), PHOTO, image=None))
+    assert all(math.isnan(x) for x in report["hop 2"]["pointing minus centre, 95% interval"])

@@ -1,0 +1,173 @@
+"""Train a SAN whose hops are pulled toward where the encoder's ImageNet head sees the object a question is about.
+
+Why: on coco-boxes the Flickr8k-QA model's last hop peaks inside the asked-about object less often than the photo's
+centre point (docs/results.md, "Where the Flickr8k-QA model's hops look"); nothing in its training says where an
+object is. The encoder's own ImageNet classifier does, without boxes: its class activation map (Zhou et al. CVPR
+2016: the classifier's weights of a class applied to every cell's features instead of to their mean) lights up
+where the encoder sees that class. On coco-boxes it peaks inside the named object's boxes more often than the
+SAN's hops do (docs/experiments.md, Flickr8k-QA).
+
+The teacher's map for one question:
+
+1. The question's object word (`object_word`): the answer of an object question ("what runs through the grass?":
+   dog), the noun a color or number question names ("what is the color of the shirt?": shirt; "how many dogs ...":
+   dog); a location question has none (its answer is the place around the object).
+2. Its ImageNet classes (`ImageNetWords.classes_of`): the classes under the word's first WordNet noun sense (dog:
+   the 118 breeds); a word that names a person (WordNet's person.n.01), whom ImageNet has no class for, takes the
+   classes of persons and of what people wear (clothing, headdress, footwear). A word with no class gets no map.
+3. The map: the head's per-cell logits of those classes, weighted by the photo's probabilities among them, then a
+   softmax over cells at `temperature`.
+
+The loss adds `teacher_weight * KL(teacher's map || hop's map)`, averaged over hops and over the batch's questions
+that have a map, to the answer loss. Only the frozen 224-px stride-32 grid is the head's input, so the encoder
+must be the config's frozen EfficientNet-Lite at its trained size.
+
+    python experiments/hop_teacher.py fit --config configs/vqa/flickr8k_qa_san.yaml \
+        --data.dataset.init_args.root PATH/TO/flickr8k_qa --model.teacher_weight 1
+
+The checkpoints are plain `VqaModule` ones (the two options are left out of them): test, export and ground them
+with `python -m vqa` and `python -m vqa.hop_grounding` as any other. Figures in docs/experiments.md.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import torch
+from lightning.pytorch.utilities import rank_zero_info
+from torch import Tensor
+
+from core.model.encoder import EfficientNetLite
+from core.model.imagenet import imagenet_synsets
+from core.training.wordnet import ensure_wordnet
+from data.vocabulary import tokenize
+from data.vqa import VqaSample
+from vqa.cli import VqaCLI
+from vqa.datamodule import VqaDataModule
+from vqa.module import VqaModule
+
+#: Hyper-parameters of this experiment only, left out of the checkpoints it writes.
+OWN_OPTIONS = ("teacher_weight", "temperature")
+#: What ImageNet shows of a person, who has no class of its own: the few person classes and what people wear.
+PERSON_ROOTS = ("person.n.01", "clothing.n.01", "headdress.n.01", "footwear.n.02")
+
+
+def object_word(sample: VqaSample) -> str | None:
+    """The word of the object a Flickr8k-QA question is about (the module's docstring, step 1), or None."""
+    words = tokenize(sample.question)
+    if sample.question_type == "object":
+        return sample.answer or None
+    if sample.question_type == "color" and words[-1:] and words[:-1][-2:] == ["of", "the"]:
+        return words[-1]  # "what is the color of the shirt"
+    if sample.question_type == "number" and words[:2] == ["how", "many"] and len(words) > 2:
+        return words[2]  # "how many dogs ...": the plural, made singular by `classes_of`
+    return None
+
+
+class ImageNetWords:
+    """Which of the 1000 ImageNet classes a word names, through WordNet (the module's docstring, step 2)."""
+
+    def __init__(self) -> None:
+        ensure_wordnet()
+        from nltk.corpus import wordnet
+
+        self._wordnet = wordnet
+        self._ancestors = [set(s.closure(lambda x: x.hypernyms())) | {s} for s in imagenet_synsets()]
+        self._person = wordnet.synset("person.n.01")
+
+    @lru_cache(maxsize=None)
+    def classes_of(self, word: str) -> tuple[int, ...]:
+        """The class indices under the word's first noun sense (or a person's roots); () for none."""
+        base = self._wordnet.morphy(word, "n")
+        senses = self._wordnet.synsets(base, "n") if base else []
+        if not senses:
+            return ()
+        first = senses[0]
+        if first == self._person or self._person in first.closure(lambda x: x.hypernyms()) or base == "people":
+            roots = {self._wordnet.synset(name) for name in PERSON_ROOTS}
+        else:
+            roots = {first}
+        return tuple(i for i, ancestors in enumerate(self._ancestors) if ancestors & roots)
+
+
+def activation_maps(features: Tensor, classifier: torch.nn.Linear, classes: Tensor, temperature: float) -> Tensor:
+    """The head's map of each question's classes.
+
+    Args:
+        features: (B, L, D) the stride-32 grid the head pools.
+        classifier: the head's linear layer, D -> 1000.
+        classes: (B, 1000) true at each question's classes (every row has at least one).
+        temperature: the softmax's over cells.
+
+    Returns:
+        (B, L) maps that sum to 1.
+    """
+    cells = classifier(features.float())  # (B, L, 1000) a logit per cell and class
+    image = classifier(features.float().mean(dim=1))  # (B, 1000) the photo's logits
+    weights = torch.softmax(image.masked_fill(~classes, float("-inf")), dim=-1)  # (B, 1000) among its classes
+    maps = torch.einsum("blc,bc->bl", cells, weights)  # (B, L)
+    return torch.softmax(maps / temperature, dim=-1)
+
+
+class HopTeacher(VqaModule):
+    """`VqaModule` whose training loss adds `teacher_weight` times the KL divergence from the ImageNet head's map
+    of each question's object to each hop's map (the module's docstring).
+
+    Args:
+        teacher_weight: the weight of the divergence against the answer loss.
+        temperature: of the teacher's softmax over cells. At 4 the teacher's maps are about as spread as the hops'
+            own (2.98 nats of at most ln 49 = 3.89 on 31 Flickr8k-QA training questions; 1.33 at 1): the teacher
+            says where, not how sharply (sharper maps were measured to point worse).
+        **kwargs: `VqaModule`'s own options.
+    """
+
+    def __init__(self, *, teacher_weight: float = 1.0, temperature: float = 4.0, **kwargs) -> None:
+        super().__init__(**kwargs)
+        if teacher_weight < 0 or temperature <= 0:
+            raise ValueError(f"teacher_weight must be >= 0 and temperature > 0, got {teacher_weight}, {temperature}")
+        self.teacher_weight, self.temperature = teacher_weight, temperature
+        encoder = self.encoder
+        if not isinstance(encoder, EfficientNetLite) or not encoder.frozen or encoder.output_stride != 32:
+            raise ValueError("the ImageNet head reads the frozen stride-32 grid of an EfficientNetLite encoder")
+        self._classes: Tensor | None = None  # (N, 1000) bool, per training question; built on the first step
+
+    def _training_classes(self) -> Tensor:
+        if self._classes is None:
+            words = ImageNetWords()
+            samples = self.trainer.datamodule.questions("train")
+            classes = torch.zeros(len(samples), 1000, dtype=torch.bool)
+            for i, sample in enumerate(samples):
+                word = object_word(sample)
+                if word is not None:
+                    classes[i, list(words.classes_of(word))] = True
+            self._classes = classes
+            mapped = int(classes.any(dim=1).sum())
+            rank_zero_info(f"hop teacher: a map for {mapped} of {len(samples)} training questions")
+        return self._classes
+
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        loss, out = self._step(batch, "train")
+        classes = self._training_classes()[batch["index"].cpu()].to(out.weights.device)  # (B, 1000)
+        has = classes.any(dim=1)  # (B,)
+        if not bool(has.any()):
+            return loss
+        with torch.no_grad():
+            features = self.encoder.annotations(batch["inputs"][has])  # (N, L, 1280)
+            target = activation_maps(features, self.encoder.net._fc, classes[has], self.temperature)  # (N, L)
+        hops = out.weights[has].float().clamp_min(1e-12)  # (N, K, L)
+        kl = (target[:, None] * (target[:, None].clamp_min(1e-12).log() - hops.log())).sum(-1)  # (N, K)
+        self.log("train/hop_kl", kl.mean(), batch_size=len(batch["length"]))
+        return loss + self.teacher_weight * kl.mean()
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        super().on_save_checkpoint(checkpoint)
+        for name in OWN_OPTIONS:
+            checkpoint["hyper_parameters"].pop(name, None)
+
+
+def main(args: list[str] | None = None) -> VqaCLI:
+    return VqaCLI.main(HopTeacher, VqaDataModule, args)
+
+
+if __name__ == "__main__":
+    main()
