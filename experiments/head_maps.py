@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     encoder, words = EfficientNetLite().eval(), ImageNetWords()
-    scores = []
+    scores, read = [], 0
     for photo in photos:
         try:
             image = load_image(args.images / photo.file)
@@ -89,9 +89,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if image.size != photo.size:
             print(f"skipped: {photo.file} is {image.size}, the boxes file says {photo.size}", file=sys.stderr)
             continue
+        read += 1
         scores += score_photo(encoder, words, photo, image)
     if not scores:
-        print("error: no boxed class has a word with ImageNet classes", file=sys.stderr)
+        unread = f"no photo of {args.images} could be read"
+        print(f"error: {unread if not read else 'no boxed class has a word with ImageNet classes'}", file=sys.stderr)
         return 2
     print(table(scores))
     return 0
