@@ -57,8 +57,8 @@ def object_word(sample: VqaSample) -> str | None:
     words = tokenize(sample.question)
     if sample.question_type == "object":
         return sample.answer or None
-    if sample.question_type == "color" and words[-1:] and words[:-1][-2:] == ["of", "the"]:
-        return words[-1]  # "what is the color of the shirt"
+    if sample.question_type == "color" and words[-2:-1] == ["the"]:
+        return words[-1]  # "what is the color of the shirt", "what color is the shirt"
     if sample.question_type == "number" and words[:2] == ["how", "many"] and len(words) > 2:
         return words[2]  # "how many dogs ...": the plural, made singular by `classes_of`
     return None
@@ -152,7 +152,7 @@ class HopTeacher(VqaModule):
         if not bool(has.any()):
             return loss
         with torch.no_grad():
-            features = self.encoder.annotations(batch["inputs"][has])  # (N, L, 1280)
+            features = self.encoder.annotations(batch["inputs"][has])[..., : self.encoder.cnn_dim]  # (N, L, 1280)
             target = activation_maps(features, self.encoder.net._fc, classes[has], self.temperature)  # (N, L)
         hops = out.weights[has].float().clamp_min(1e-12)  # (N, K, L)
         kl = (target[:, None] * (target[:, None].clamp_min(1e-12).log() - hops.log())).sum(-1)  # (N, K)

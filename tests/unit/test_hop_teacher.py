@@ -23,7 +23,9 @@ def sample(question: str, answer: str, kind: str) -> VqaSample:
 def test_object_word_of_each_question_type():
     assert object_word(sample("what runs through the grass?", "dog", "object")) == "dog"
     assert object_word(sample("what is the color of the shirt?", "red", "color")) == "shirt"
+    assert object_word(sample("what color are the pants?", "black", "color")) == "pants"
     assert object_word(sample("how many children play in the snow?", "two", "number")) == "children"
+    assert object_word(sample("how many children are there?", "two", "number")) == "children"
     assert object_word(sample("where does the dog run?", "grass", "location")) is None  # the place around it
 
 
