@@ -11,8 +11,7 @@ The rules are deterministic and read only the caption's tokens: closed word clas
 conjunctions, number and colour words) are fixed lists here, every other word's part of speech and base form come
 from a `Lexicon` (WordNet through `WordNetLexicon`). A caption is parsed as far as the shape
 `[det] modifiers* noun verb-group rest` goes; a question is formed only where its rule's pattern is found whole,
-and a caption no rule reads well gives no question (nothing is guessed). Half of the number, colour and location
-questions are worded as people ask them ("what color is the shirt?", `_worded`). Colour questions never ask about people
+and a caption no rule reads well gives no question (nothing is guessed). Colour questions never ask about people
 ("a black man"): the answer would be about skin, not about anything the photo's objects are coloured.
 
 `caption_questions` turns one caption into questions; `data.question_sets` makes a question set of them.
@@ -20,7 +19,6 @@ questions are worded as people ask them ("what color is the shirt?", `_worded`).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -171,8 +169,7 @@ class CaptionReader:
             return False
         return word in COLORS or self.lexicon.is_noun(word) or self.lexicon.is_adjective(word)
 
-    def plural(self, word: str) -> bool:
-        """Whether a noun is plural: "dogs", "people" (not "dog", "grass")."""
+    def _plural(self, word: str) -> bool:
         base = self.lexicon.noun_base(word)
         return word in IRREGULAR_PLURALS or (base is not None and base != word)
 
@@ -211,7 +208,7 @@ class CaptionReader:
             head = tokens[i - 1]
             if head in COLORS or not self.lexicon.is_noun(head):
                 continue
-            plural = self.plural(head)
+            plural = self._plural(head)
             after = tokens[i:]
             if not after or after[0] in BOUNDARIES or self.finite_after(after, plural) or self.participle(after[0]):
                 words = tuple(tokens[first:i])
@@ -251,7 +248,7 @@ class CaptionReader:
         for i, word in enumerate(words):
             if word in ("is", "are", "was", "were"):
                 return True
-            if i and self.lexicon.is_noun(words[i - 1]) and self.finite_after(words[i:], self.plural(words[i - 1])):
+            if i and self.lexicon.is_noun(words[i - 1]) and self.finite_after(words[i:], self._plural(words[i - 1])):
                 return True  # "a hat walks", "blue jeans enjoy"
             after = words[i + 1] if i + 1 < len(words) else ""
             if i and self._content(words[i - 1]) and self.participle(word) and (
@@ -264,14 +261,6 @@ def _ends_phrase(tokens: Sequence[str], end: int) -> bool:
     """Whether a noun phrase ending at `end` is whole: the caption ends there or a boundary word follows
     (but not "of": "the front of the house" is about the house)."""
     return end == len(tokens) or (tokens[end] in BOUNDARIES and tokens[end] != "of")
-
-
-def _worded(formal: str, plain: str) -> str:
-    """One of a question's two wordings, the same every time: COCO-QA's, which repeats the caption ("what is the
-    color of the shirt?", "how many dogs play in the snow?", "where does the dog run?"), or the one people write
-    ("what color is the shirt?", "how many dogs are there?", "where is the dog?"). Each is taken for about half of
-    the questions, chosen by the SHA-256 of the formal wording, so that a model learns both."""
-    return plain if hashlib.sha256(formal.encode()).digest()[0] % 2 else formal
 
 
 def _auxiliary(clause: Clause) -> str:
@@ -321,8 +310,7 @@ def _subject_questions(clause: Clause) -> list[Question]:
         verb = _auxiliary(clause)
         return [Question(f"what {verb} {rest}?", subject.head, "object")]
     if subject.determiner in NUMBERS:
-        counted = " ".join(subject.words)
-        asked = _worded(f"how many {counted} {_auxiliary(clause)} {rest}?", f"how many {counted} are there?")
+        asked = f"how many {' '.join(subject.words)} {_auxiliary(clause)} {rest}?"
         return [Question(asked, subject.determiner, "number")]
     return []
 
@@ -369,9 +357,7 @@ def _color_questions(tokens: Sequence[str], reader: CaptionReader) -> list[Quest
             continue
         if reader.lexicon.noun_base(phrase.head) in PEOPLE or reader.lexicon.names_a_person(phrase.head):
             continue
-        be = "are" if reader.plural(phrase.head) else "is"
-        asked = _worded(f"what is the color of the {phrase.head}?", f"what color {be} the {phrase.head}?")
-        questions.append(Question(asked, word, "color"))
+        questions.append(Question(f"what is the color of the {phrase.head}?", word, "color"))
     return questions
 
 
@@ -395,6 +381,5 @@ def _location_questions(clause: Clause, reader: CaptionReader) -> list[Question]
     if place.head in NOT_PLACES or place.head in PEOPLE or place.plural:
         return []
     middle = " ".join(rest[:middle_end])
-    asked = f"where {_asked_about(clause)}" + (f" {middle}" if middle else "") + "?"
-    be = "are" if clause.subject.plural else "is"
-    return [Question(_worded(asked, f"where {be} {clause.subject.definite()}?"), place.head, "location")]
+    asked = f"where {_asked_about(clause)}" + (f" {middle}" if middle else "")
+    return [Question(f"{asked}?", place.head, "location")]

@@ -152,7 +152,7 @@ class HopTeacher(VqaModule):
         if not bool(has.any()):
             return loss
         with torch.no_grad():
-            features = self.encoder.annotations(batch["inputs"][has])[..., : self.encoder.cnn_dim]  # (N, L, 1280)
+            features = self.encoder.annotations(batch["inputs"][has])  # (N, L, 1280)
             target = activation_maps(features, self.encoder.net._fc, classes[has], self.temperature)  # (N, L)
         hops = out.weights[has].float().clamp_min(1e-12)  # (N, K, L)
         kl = (target[:, None] * (target[:, None].clamp_min(1e-12).log() - hops.log())).sum(-1)  # (N, K)

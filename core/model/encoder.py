@@ -221,34 +221,6 @@ class Encoder(nn.Module, abc.ABC):
             raise ValueError(f"trainable_blocks must be between 0 (frozen) and {num_blocks}, got {trainable_blocks}")
 
 
-def cell_colours(images: Tensor, *, mean: tuple, std: tuple, bins: int, grid: tuple[int, int]) -> Tensor:
-    """A colour histogram per grid cell (Swain and Ballard, "Color indexing", IJCV 1991): each pixel falls in one
-    of bins**3 boxes of RGB space (`bins` levels per channel), and a cell's histogram is the share of its pixels
-    in each box.
-
-    Args:
-        images: (B, 3, H, W) normalised as `mean` and `std` say; H and W multiples of the grid's rows and columns.
-        grid: (rows, columns) of cells.
-
-    Returns:
-        (B, bins**3, rows, columns) shares, each cell's summing to 1; box (r * bins + g) * bins + b.
-    """
-    batch, _, height, width = images.shape
-    rows, columns = grid
-    boxes = bins**3
-    pixels = images.float() * images.new_tensor(std).view(1, 3, 1, 1) + images.new_tensor(mean).view(1, 3, 1, 1)
-    level = (pixels.clamp(0, 1) * bins).long().clamp(max=bins - 1)  # (B, 3, H, W) in 0..bins-1
-    box = (level[:, 0] * bins + level[:, 1]) * bins + level[:, 2]  # (B, H, W)
-    row = torch.arange(height, device=images.device) // (height // rows)  # (H,)
-    column = torch.arange(width, device=images.device) // (width // columns)  # (W,)
-    cell = row[:, None] * columns + column[None, :]  # (H, W) the cell of each pixel
-    image = torch.arange(batch, device=images.device)[:, None, None]  # (B, 1, 1)
-    index = (image * (rows * columns) + cell) * boxes + box  # (B, H, W): one bin per (image, cell, box)
-    counts = torch.bincount(index.flatten(), minlength=batch * rows * columns * boxes)
-    shares = counts.view(batch, rows * columns, boxes).float() / ((height // rows) * (width // columns))
-    return shares.transpose(1, 2).reshape(batch, boxes, rows, columns)
-
-
 def _trunk_suffix(trainable_blocks: int) -> str:
     """Names the trunk in a cache key when the top blocks are fine-tuned (frozen encoders keep their old keys)."""
     return f",trunk=without_top_{trainable_blocks}" if trainable_blocks else ""
@@ -308,11 +280,6 @@ class EfficientNetLite(Encoder):
         output_stride: 32 (the head's grid), or 16 or 8 (the grid of the last block at that stride).
         fast_path: run the convolutions on channels-last (NHWC) tensors, the same features up to float rounding,
             1.3-1.7x faster for batches on a CPU (`core.model.fast_path`); false runs torch's default layout.
-        colour_bins: 0 for the CNN's features alone (the papers'); n > 0 appends to each cell's vector the colour
-            histogram of its pixels (`cell_colours`: n**3 RGB boxes, each the share of the cell's pixels in it),
-            for a frozen encoder only. ImageNet features keep little of a region's colour (a linear probe reads a
-            cell's dominant colour from the 1280 Lite0 features 59% right, docs/experiments.md), and colour is
-            what a "what color is the shirt?" question asks. The ImageNet head (`classify`) reads the CNN's part.
     """
 
     VARIANTS = (0, 1, 2)
@@ -326,7 +293,6 @@ class EfficientNetLite(Encoder):
         trainable_blocks: int = 0,
         output_stride: int = 32,
         fast_path: bool = True,
-        colour_bins: int = 0,
     ) -> None:
         super().__init__()
         from efficientnet_lite_pytorch import EfficientNet
@@ -335,12 +301,6 @@ class EfficientNetLite(Encoder):
             raise ValueError(f"EfficientNet-Lite variant must be one of {self.VARIANTS}, got {variant}")
         if output_stride not in self.OUTPUT_STRIDES:
             raise ValueError(f"output_stride must be one of {self.OUTPUT_STRIDES}, got {output_stride}")
-        if colour_bins < 0 or (colour_bins and trainable_blocks):
-            raise ValueError(
-                f"colour_bins must be 0 (off) or a positive number of levels per RGB channel, with a frozen encoder "
-                f"(trainable_blocks 0); got colour_bins {colour_bins}, trainable_blocks {trainable_blocks}"
-            )
-        self.colour_bins = colour_bins
         self.variant = variant
         self.output_stride = output_stride
         self._set_size(image_size, stride=output_stride)
@@ -363,8 +323,6 @@ class EfficientNetLite(Encoder):
             self.feature_dim = self.net._bn1.num_features
         else:
             self.feature_dim = self.net._blocks[self.num_blocks - 1]._block_args.output_filters
-        self.cnn_dim = self.feature_dim  # the CNN's channels, first in each annotation vector
-        self.feature_dim += colour_bins**3
         self._freeze()
 
     def _blocks_for_stride(self, output_stride: int) -> int:
@@ -418,13 +376,7 @@ class EfficientNetLite(Encoder):
             images = images.contiguous(memory_format=torch.channels_last)
         x = net._swish(net._bn0(net._conv_stem(images)))  # (B, 32, H/2, W/2)
         x = self._run_blocks(x, 0, self._top_start)  # (B, C, h, w)
-        if self.trainable_blocks:
-            return x
-        x = self._head(x)  # (B, cnn_dim, rows, columns)
-        if self.colour_bins:
-            colours = cell_colours(images, mean=self.mean, std=self.std, bins=self.colour_bins, grid=self.grid_shape)
-            x = torch.cat([x, colours.to(x.dtype)], dim=1)  # (B, cnn_dim + bins**3, rows, columns)
-        return x
+        return x if self.trainable_blocks else self._head(x)
 
     def top_map(self, trunk: Tensor) -> Tensor:
         if not self.trainable_blocks:
@@ -447,15 +399,14 @@ class EfficientNetLite(Encoder):
                 "the ImageNet head reads the frozen stride-32 grid; this encoder has output_stride "
                 f"{self.output_stride} and {self.trainable_blocks} fine-tuned blocks"
             )
-        return self.net._fc(features[..., : self.cnn_dim].float().mean(dim=1))  # (B, 1000)
+        return self.net._fc(features.float().mean(dim=1))  # (B, 1000)
 
     def cache_key(self) -> str:
         if self._weights_digest is None:
             self._weights_digest = _file_digest(self.weights_path)
         return (
             f"EfficientNetLite(variant={self.variant},image_size={self._size_name},stride={self.output_stride},"
-            f"weights=sha256:{self._weights_digest},v{_FEATURES_VERSION}{_trunk_suffix(self.trainable_blocks)}"
-            + (f",colours={self.colour_bins})" if self.colour_bins else ")")
+            f"weights=sha256:{self._weights_digest},v{_FEATURES_VERSION}{_trunk_suffix(self.trainable_blocks)})"
         )
 
 

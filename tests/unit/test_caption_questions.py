@@ -43,23 +43,9 @@ def test_object_and_location_from_the_issues_example(reader):
 
 def test_number_from_a_counted_subject(reader):
     assert asked("two children play in the snow", reader) == [
-        ("number", "how many children are there?", "two"),  # worded as people ask (`_worded`)
-        ("location", "where are the two children?", "snow"),
+        ("number", "how many children play in the snow?", "two"),
+        ("location", "where do the two children play?", "snow"),
     ]
-
-
-def test_half_the_questions_are_worded_as_people_ask_them_the_same_every_time(reader):
-    # the wording is chosen by the SHA-256 of COCO-QA's wording (`_worded`): hand-checked pairs of each kind
-    assert asked("a woman in a blue coat is walking", reader) == [("color", "what color is the coat?", "blue")]
-    assert asked("a man in a green jacket climbs a rock", reader) == [
-        ("color", "what is the color of the jacket?", "green")
-    ]
-    assert asked("a small dog runs on the beach", reader)[-1] == ("location", "where is the small dog?", "beach")
-    assert asked("a big dog walks on the beach", reader)[-1] == ("location", "where does the big dog walk?", "beach")
-    assert asked("three dogs run across a field", reader)[0] == ("number", "how many dogs are there?", "three")
-    assert asked("a man holds two puppies", reader)[1] == ("number", "how many puppies does the man hold?", "two")
-    assert asked("a dog is in the water", reader)[-1] == ("location", "where is the dog?", "water")  # one form
-    assert asked("a woman in a blue coat is walking", reader) == asked("a woman in a blue coat is walking", reader)
 
 
 def test_color_of_a_thing_named_after_the_colour(reader):
@@ -145,7 +131,7 @@ def test_the_command_writes_a_set_the_vqa_reader_and_data_module_read(tmp_path, 
     ]
     assert test[0].answers == ("boy",) * 10 and test[0].answer_type == "other"
     number = next(s for s in dataset.questions("train") if s.question_type == "number")
-    assert (number.question, number.answer) == ("how many children are there?", "two")
+    assert (number.question, number.answer) == ("how many children play in the snow?", "two")
     assert number.answer_type == "number"
     # every photo of the caption split, asked about or not: the feature cache's images do not follow the rules
     assert dataset.image_ids("val") == ["2", "4"] and dataset.load("4").getpixel((16, 16))[0] in range(150, 171)

@@ -11,7 +11,7 @@ import torch
 import torchvision
 from PIL import Image
 
-from core.model.encoder import EfficientNetLite, LocalCNN, TorchvisionEncoder, cell_colours
+from core.model.encoder import EfficientNetLite, LocalCNN, TorchvisionEncoder
 
 
 @pytest.fixture(scope="module")
@@ -214,40 +214,8 @@ def test_missing_variant_package_says_what_to_install(monkeypatch: pytest.Monkey
         EfficientNetLite(variant=1)
 
 
-def test_cell_colours_count_each_cells_pixels_by_hand() -> None:
-    # a 4 x 4 image of 2 x 2 cells, bins 2 (levels: below or above half): box (r * 2 + g) * 2 + b
-    pixels = torch.zeros(1, 3, 4, 4)
-    pixels[0, 0, :2, :2] = 1.0  # top-left cell red: box 4
-    pixels[0, :, :2, 2:] = 1.0  # top-right white: box 7
-    pixels[0, 2, 2, 0] = 0.9  # bottom-left: one pixel of four blue (box 1), three black (box 0)
-    pixels[0, 1, 2:, 2:] = 0.7  # bottom-right: green (box 2), one pixel also red (box 6)
-    pixels[0, 0, 3, 3] = 0.6
-    mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
-    shares = cell_colours((pixels - 0.5) / 0.25, mean=mean, std=std, bins=2, grid=(2, 2))  # (1, 8, 2, 2)
-    expected = torch.zeros(1, 8, 2, 2)
-    expected[0, 4, 0, 0] = 1.0
-    expected[0, 7, 0, 1] = 1.0
-    expected[0, 1, 1, 0], expected[0, 0, 1, 0] = 0.25, 0.75
-    expected[0, 2, 1, 1], expected[0, 6, 1, 1] = 0.75, 0.25
-    assert torch.equal(shares, expected)
-
-
-def test_colour_bins_append_each_cells_histogram_to_the_cnns_features(lite0: EfficientNetLite) -> None:
-    coloured = EfficientNetLite(colour_bins=4)
-    images = torch.randn(2, 3, 224, 224)
-    with torch.inference_mode():
-        plain, both = lite0(images), coloured(images)  # (2, 49, 1280), (2, 49, 1344)
-    assert coloured.feature_dim == 1280 + 64 and coloured.cnn_dim == 1280 and coloured.trunk_shape == (1344, 7, 7)
-    torch.testing.assert_close(both[..., :1280], plain)  # the CNN's part untouched
-    torch.testing.assert_close(both[..., 1280:].sum(-1), torch.ones(2, 49))  # one histogram per cell
-    torch.testing.assert_close(coloured.classify(both), lite0.classify(plain))  # the head reads the CNN's part
-    assert coloured.cache_key() == lite0.cache_key()[:-1] + ",colours=4)"
-
-
 @pytest.mark.parametrize(
-    "kwargs",
-    [{"variant": 7}, {"image_size": 200}, {"image_size": (224, 200)}, {"image_size": (224, 224, 3)}, {"trainable_blocks": 99},
-     {"colour_bins": -1}, {"colour_bins": 4, "trainable_blocks": 1}],
+    "kwargs", [{"variant": 7}, {"image_size": 200}, {"image_size": (224, 200)}, {"image_size": (224, 224, 3)}, {"trainable_blocks": 99}]
 )
 def test_bad_lite_arguments_are_refused(kwargs: dict) -> None:
     with pytest.raises(ValueError):
