@@ -4,7 +4,8 @@ against that class's boxes as `python -m vqa.hop_grounding` scores a SAN's hops.
 `experiments/hop_teacher.py` trains a SAN's hops toward these maps; this script says how good a teacher they are on
 photos with boxes, beside the photo's centre point, before any training. For every photo and every boxed class whose
 word (`vqa.hop_grounding.class_word`) has ImageNet classes (`ImageNetWords`: a person's word takes persons' and
-clothes' classes), the map of `hop_teacher.activation_maps` on the frozen EfficientNet-Lite0 grid at 224 px is scored
+clothes' classes), the map of `hop_teacher.activation_maps` on the frozen EfficientNet-Lite0 grid at 224 px (or
+`--image-size`, scored on its own grid or, with `--pool 2`, on the grid of half as many rows and columns) is scored
 by `core.maps.grounding.score_pair`. Persons are reported apart: they are most of the boxes and have no class of
 their own.
 
@@ -31,8 +32,11 @@ from experiments.hop_teacher import ImageNetWords, activation_maps
 from vqa.hop_grounding import class_word
 
 
-def score_photo(encoder: EfficientNetLite, words: ImageNetWords, photo: BoxedPhoto, image) -> list[PairScore]:
-    """The head's map of every boxed class of the photo whose word has ImageNet classes, scored."""
+def score_photo(
+    encoder: EfficientNetLite, words: ImageNetWords, photo: BoxedPhoto, image, *, pool: int = 1
+) -> list[PairScore]:
+    """The head's map of every boxed class of the photo whose word has ImageNet classes, scored; with `pool` > 1
+    on a grid `pool` times coarser (each cell the sum of pool x pool cells: a 448-px map on the 224-px grid)."""
     with torch.inference_mode():
         features = encoder(encoder.transform()(image)[None])  # (1, L, 1280)
     scores = []
@@ -44,6 +48,7 @@ def score_photo(encoder: EfficientNetLite, words: ImageNetWords, photo: BoxedPho
         chosen = torch.zeros(1, 1000, dtype=torch.bool)
         chosen[0, list(classes)] = True
         heat = activation_maps(features, encoder.net._fc, chosen, temperature=1.0)[0].reshape(encoder.grid_shape)
+        heat = torch.nn.functional.avg_pool2d(heat[None, None], pool)[0, 0] * pool**2  # (rows / pool, columns / pool)
         scores.append(score_pair(heat, photo, Mention(position=0, phrase=word, classes=frozenset({name}))))
     return scores
 
@@ -68,6 +73,8 @@ def parser() -> ArgumentParser:
     parser = ArgumentParser(prog="python -m experiments.head_maps", description=__doc__.split("\n\n")[0])
     parser.add_argument("--images", type=Path, required=True, help="the folder of the photos")
     parser.add_argument("--boxes", type=Path, required=True, help="their boxes (data.boxes layouts)")
+    parser.add_argument("--image-size", type=int, default=224, help="the encoder's input side (a multiple of 32)")
+    parser.add_argument("--pool", type=int, default=1, help="score on a grid this many times coarser")
     return parser
 
 
@@ -78,7 +85,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, DatasetFormatError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    encoder, words = EfficientNetLite().eval(), ImageNetWords()
+    try:
+        encoder = EfficientNetLite(image_size=args.image_size).eval()
+        rows, columns = encoder.grid_shape
+        if args.pool < 1 or rows % args.pool or columns % args.pool:
+            raise ValueError(f"--pool must divide the {rows} x {columns} grid, got {args.pool}")
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    words = ImageNetWords()
     scores, read = [], 0
     for photo in photos:
         try:
@@ -90,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"skipped: {photo.file} is {image.size}, the boxes file says {photo.size}", file=sys.stderr)
             continue
         read += 1
-        scores += score_photo(encoder, words, photo, image)
+        scores += score_photo(encoder, words, photo, image, pool=args.pool)
     if not scores:
         unread = f"no photo of {args.images} could be read"
         print(f"error: {unread if not read else 'no boxed class has a word with ImageNet classes'}", file=sys.stderr)

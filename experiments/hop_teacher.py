@@ -19,8 +19,12 @@ The teacher's map for one question:
    softmax over cells at `temperature`.
 
 The loss adds `teacher_weight * KL(teacher's map || hop's map)`, averaged over hops and over the batch's questions
-that have a map, to the answer loss. Only the frozen 224-px stride-32 grid is the head's input, so the encoder
-must be the config's frozen EfficientNet-Lite at its trained size.
+that have a map, to the answer loss. By default the head reads the batch's own frozen stride-32 grid, so the encoder
+must be the config's frozen EfficientNet-Lite. With `teacher_size` a multiple of the encoder's side (448 for 224),
+the head reads each training photo at that size instead and its finer map is summed onto the SAN's grid (2 x 2
+cells to one): on coco-boxes those maps point at persons and other objects far more often than the 224-px ones
+(docs/experiments.md). They are computed once, before the first step (all training photos through the encoder at
+that size).
 
     python experiments/hop_teacher.py fit --config configs/vqa/flickr8k_qa_san.yaml \
         --data.dataset.init_args.root PATH/TO/flickr8k_qa --model.teacher_weight 1
@@ -31,6 +35,7 @@ with `python -m vqa` and `python -m vqa.hop_grounding` as any other. Figures in 
 
 from __future__ import annotations
 
+from collections import defaultdict
 from functools import lru_cache
 
 import torch
@@ -47,7 +52,8 @@ from vqa.datamodule import VqaDataModule
 from vqa.module import VqaModule
 
 #: Hyper-parameters of this experiment only, left out of the checkpoints it writes.
-OWN_OPTIONS = ("teacher_weight", "temperature")
+OWN_OPTIONS = ("teacher_weight", "temperature", "teacher_size")
+TEACHER_BATCH = 32  # photos the head reads at once when `teacher_size` is larger than the encoder's
 #: What ImageNet shows of a person, who has no class of its own: the few person classes and what people wear.
 PERSON_ROOTS = ("person.n.01", "clothing.n.01", "headdress.n.01", "footwear.n.02")
 
@@ -121,7 +127,9 @@ class HopTeacher(VqaModule):
         **kwargs: `VqaModule`'s own options.
     """
 
-    def __init__(self, *, teacher_weight: float = 1.0, temperature: float = 4.0, **kwargs) -> None:
+    def __init__(
+        self, *, teacher_weight: float = 1.0, temperature: float = 4.0, teacher_size: int | None = None, **kwargs
+    ) -> None:
         super().__init__(**kwargs)
         if teacher_weight < 0 or temperature <= 0:
             raise ValueError(f"teacher_weight must be >= 0 and temperature > 0, got {teacher_weight}, {temperature}")
@@ -129,7 +137,13 @@ class HopTeacher(VqaModule):
         encoder = self.encoder
         if not isinstance(encoder, EfficientNetLite) or not encoder.frozen or encoder.output_stride != 32:
             raise ValueError("the ImageNet head reads the frozen stride-32 grid of an EfficientNetLite encoder")
+        height, width = encoder.input_shape
+        self.teacher_size = teacher_size or height
+        if height != width or self.teacher_size % height:
+            raise ValueError(f"teacher_size must be a multiple of the encoder's square side {encoder.input_shape}, "
+                             f"got {teacher_size}")
         self._classes: Tensor | None = None  # (N, 1000) bool, per training question; built on the first step
+        self._maps: Tensor | None = None  # (N, L) the finer head's maps, when teacher_size is larger
 
     def _training_classes(self) -> Tensor:
         if self._classes is None:
@@ -145,15 +159,46 @@ class HopTeacher(VqaModule):
             rank_zero_info(f"hop teacher: a map for {mapped} of {len(samples)} training questions")
         return self._classes
 
+    def _finer_maps(self) -> Tensor:
+        """(N, L) each training question's map from the head at `teacher_size` px, summed onto the SAN's grid; zeros
+        for a question without one. Computed once per run, photo by photo."""
+        if self._maps is None:
+            classes, samples = self._training_classes(), self.trainer.datamodule.questions("train")
+            dataset = self.trainer.datamodule.dataset
+            head = EfficientNetLite(variant=self.encoder.variant, image_size=self.teacher_size).eval()
+            transform, pool = head.transform(), self.teacher_size // self.encoder.input_shape[0]
+            asked = defaultdict(list)  # photo -> its questions with a map
+            for i, sample in enumerate(samples):
+                if classes[i].any():
+                    asked[sample.image_id].append(i)
+            photos = list(asked)
+            maps = torch.zeros(len(samples), self.encoder.num_locations)
+            with torch.inference_mode():
+                for start in range(0, len(photos), TEACHER_BATCH):
+                    chunk = photos[start : start + TEACHER_BATCH]
+                    features = head(torch.stack([transform(dataset.load(p)) for p in chunk]))  # (P, L', 1280)
+                    rows = [i for p in chunk for i in asked[p]]
+                    owner = torch.tensor([k for k, p in enumerate(chunk) for _ in asked[p]])
+                    fine = activation_maps(features[owner], head.net._fc, classes[rows], self.temperature)  # (Q, L')
+                    fine = fine.view(len(rows), 1, *head.grid_shape)  # (Q, 1, rows', columns')
+                    maps[rows] = (torch.nn.functional.avg_pool2d(fine, pool) * pool**2).flatten(1)  # (Q, L)
+                    if start // TEACHER_BATCH % 50 == 0:
+                        rank_zero_info(f"hop teacher at {self.teacher_size} px: {start + len(chunk)} of {len(photos)} photos")
+            self._maps = maps
+        return self._maps
+
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
         loss, out = self._step(batch, "train")
         classes = self._training_classes()[batch["index"].cpu()].to(out.weights.device)  # (B, 1000)
         has = classes.any(dim=1)  # (B,)
         if not bool(has.any()):
             return loss
-        with torch.no_grad():
-            features = self.encoder.annotations(batch["inputs"][has])  # (N, L, 1280)
-            target = activation_maps(features, self.encoder.net._fc, classes[has], self.temperature)  # (N, L)
+        if self.teacher_size != self.encoder.input_shape[0]:
+            target = self._finer_maps()[batch["index"].cpu()][has.cpu()].to(out.weights.device)  # (N, L)
+        else:
+            with torch.no_grad():
+                features = self.encoder.annotations(batch["inputs"][has])  # (N, L, 1280)
+                target = activation_maps(features, self.encoder.net._fc, classes[has], self.temperature)  # (N, L)
         hops = out.weights[has].float().clamp_min(1e-12)  # (N, K, L)
         kl = (target[:, None] * (target[:, None].clamp_min(1e-12).log() - hops.log())).sum(-1)  # (N, K)
         self.log("train/hop_kl", kl.mean(), batch_size=len(batch["length"]))

@@ -62,21 +62,24 @@ def test_activation_maps_by_hand():
 
 
 @pytest.mark.slow
-def test_the_script_trains_with_the_divergence_and_writes_a_plain_vqa_checkpoint(tmp_path: Path):
-    """A few steps on a tiny Flickr8k-QA set: the divergence is logged, and the checkpoint loads as any VQA one."""
+@pytest.mark.parametrize("teacher_size", [224, 448])
+def test_the_script_trains_with_the_divergence_and_writes_a_plain_vqa_checkpoint(tmp_path: Path, teacher_size: int):
+    """A few steps on a tiny Flickr8k-QA set, the head reading the batch's grid (224) or each photo at 448 px: the
+    divergence is logged, and the checkpoint loads as any VQA one."""
     assert make_questions([str(karpathy_file(tmp_path / "flickr8k")), str(tmp_path / "qa"), "--cap-share", "1"]) == 0
     run_python(
         str(REPO / "experiments" / "hop_teacher.py"), "fit", "--config", str(VQA_CONFIGS / "flickr8k_qa_san.yaml"),
         f"--data.dataset.init_args.root={tmp_path / 'qa'}", "--data.num_workers=0", "--data.batch_size=4",
         f"--data.cache_dir={tmp_path / 'cache'}", f"--trainer.default_root_dir={tmp_path / 'run'}",
-        "--model.teacher_weight=2", "--trainer.max_steps=2", "--trainer.log_every_n_steps=1",
+        "--model.teacher_weight=2", f"--model.teacher_size={teacher_size}", "--trainer.max_steps=2",
+        "--trainer.log_every_n_steps=1",
         cwd=REPO,
     )  # fmt: skip
     metrics = metrics_of(tmp_path / "run")
     assert metrics["train/hop_kl"] >= 0, metrics
     checkpoint = next((tmp_path / "run").rglob("last.ckpt"))
     hyper_parameters = torch.load(checkpoint, weights_only=True, map_location="cpu")["hyper_parameters"]
-    assert not {"teacher_weight", "temperature"} & hyper_parameters.keys()
+    assert not {"teacher_weight", "temperature", "teacher_size"} & hyper_parameters.keys()
     assert VqaModule.load(checkpoint).san is not None
 
 
@@ -104,5 +107,11 @@ def test_head_maps_scores_the_heads_map_of_each_boxed_class_with_a_word(tmp_path
     # a box over the whole photo: every cell is inside, so pointing, the centre and both masses are all 100
     assert "| other classes | 1 | 100.0 | 100.0 | 100.0 | 100.0 |" in out
     assert "| persons | 1 |" in out and "| all | 2 |" in out
+    # at 448 px summed onto the 7 x 7 grid: the whole-photo box still holds every cell
+    assert main(["--images", str(tmp_path / "images"), "--boxes", str(tmp_path / "boxes.json"),
+                 "--image-size", "448", "--pool", "2"]) == 0  # fmt: skip
+    assert "| other classes | 1 | 100.0 | 100.0 | 100.0 | 100.0 |" in capsys.readouterr().out
+    assert main(["--images", str(tmp_path / "images"), "--boxes", str(tmp_path / "boxes.json"), "--pool", "3"]) == 2
+    assert "--pool must divide the 7 x 7 grid" in capsys.readouterr().err
     assert main(["--images", str(tmp_path / "images"), "--boxes", str(tmp_path / "nothing.json")]) == 2
     assert "nothing.json" in capsys.readouterr().err
