@@ -23,8 +23,8 @@ that have a map, to the answer loss. By default the head reads the batch's own f
 must be the config's frozen EfficientNet-Lite. With `teacher_size` a multiple of the encoder's side (448 for 224),
 the head reads each training photo at that size instead and its finer map is summed onto the SAN's grid (2 x 2
 cells to one): on coco-boxes those maps point at persons and other objects far more often than the 224-px ones
-(docs/experiments.md). They are computed once, before the first step (all training photos through the encoder at
-that size).
+(docs/experiments.md). They are computed once, before the first step, and again when a run resumes: every training
+photo with a map through the encoder at that size (about 25 min for Flickr8k-QA on 2 CPU cores).
 
     python experiments/hop_teacher.py fit --config configs/vqa/flickr8k_qa_san.yaml \
         --data.dataset.init_args.root PATH/TO/flickr8k_qa --model.teacher_weight 1
