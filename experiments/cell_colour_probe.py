@@ -16,10 +16,12 @@ import argparse
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from core.model.encoder import EfficientNetLite
+from data.images import ImageLoadError
 from data.vqa2 import Flickr8kQa
 
 #: sRGB of each colour term, the labels' prototypes
@@ -89,16 +91,24 @@ def main(argv: list[str] | None = None) -> int:
     features, labels = [], []
     with torch.inference_mode():
         for photo in photos:
-            image = dataset.load(photo).convert("RGB")
+            try:
+                image = dataset.load(photo).convert("RGB")
+            except ImageLoadError as err:
+                print(f"skipped: {err}", file=sys.stderr)
+                continue
             cells = encoder(transform(image)[None])[0]  # (L, 1280)
-            pixels = torch.as_tensor(list(image.resize(size[::-1]).getdata())).view(*size, 3)  # (H, W, 3)
+            pixels = torch.from_numpy(np.array(image.resize(size[::-1])))  # (H, W, 3)
             colour = dominant_colours(pixels, encoder.grid_shape)
             features.append(cells[colour >= 0])
             labels.append(colour[colour >= 0])
+    if not labels:
+        print(f"cell_colour_probe: no photo of {args.root} ({args.split}) could be read", file=sys.stderr)
+        return 2
+    read = len(labels)
     features, labels = torch.cat(features), torch.cat(labels)
     accuracy, commonest = probe(features, labels)
     counts = torch.bincount(labels, minlength=len(PALETTE)).tolist()
-    print(f"{len(labels)} cells of {len(photos)} photos: " + ", ".join(f"{n} {c}" for n, c in zip(PALETTE, counts)))
+    print(f"{len(labels)} cells of {read} photos: " + ", ".join(f"{n} {c}" for n, c in zip(PALETTE, counts)))
     print(f"linear probe, features -> the cell's colour: {100 * accuracy:.1f}% right on a held-out fifth "
           f"(the commonest colour: {100 * commonest:.1f}%)")
     return 0

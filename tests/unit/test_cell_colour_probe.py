@@ -28,3 +28,17 @@ def test_the_probe_reads_labels_the_features_hold_and_not_those_they_do_not():
     assert accuracy > 0.9 and commonest < 0.5
     accuracy, _ = probe(noise, labels)
     assert accuracy < 0.5
+
+
+def test_the_command_skips_a_corrupt_photo_and_names_it_and_refuses_a_wrong_folder(tmp_path, capsys):
+    from experiments.cell_colour_probe import main
+    from tests.helpers import karpathy_file
+    from vqa.caption_questions import main as make_questions
+
+    assert make_questions([str(karpathy_file(tmp_path / "flickr8k")), str(tmp_path / "qa"), "--cap-share", "1"]) == 0
+    (tmp_path / "flickr8k" / "images" / "photo_2.jpg").write_bytes(b"not a photo")  # val: photos 2 and 4
+    assert main([str(tmp_path / "qa"), "--split", "val"]) == 0
+    captured = capsys.readouterr()
+    assert "images/2.jpg" in captured.err and "cells of 1 photos" in captured.out
+    assert main([str(tmp_path / "nowhere")]) == 2
+    assert "nowhere" in capsys.readouterr().err
