@@ -45,6 +45,7 @@ from torch import Tensor
 from core.model.encoder import EfficientNetLite
 from core.model.imagenet import imagenet_synsets
 from core.training.wordnet import ensure_wordnet
+from data.caption_questions import COLORS
 from data.vocabulary import tokenize
 from data.vqa import VqaSample
 from vqa.cli import VqaCLI
@@ -52,10 +53,11 @@ from vqa.datamodule import VqaDataModule
 from vqa.module import VqaModule
 
 #: Hyper-parameters of this experiment only, left out of the checkpoints it writes.
-OWN_OPTIONS = ("teacher_weight", "temperature", "teacher_size")
+OWN_OPTIONS = ("teacher_weight", "temperature", "teacher_size", "place_teacher")
 TEACHER_BATCH = 32  # photos the head reads at once when `teacher_size` is larger than the encoder's
 #: What ImageNet shows of a person, who has no class of its own: the few person classes and what people wear.
 PERSON_ROOTS = ("person.n.01", "clothing.n.01", "headdress.n.01", "footwear.n.02")
+SUBJECT_WORDS = 4  # how many words after "the" `place_subject` reads: a number and modifiers, then the noun
 
 
 def object_word(sample: VqaSample) -> str | None:
@@ -68,6 +70,17 @@ def object_word(sample: VqaSample) -> str | None:
     if sample.question_type == "number" and words[:2] == ["how", "many"] and len(words) > 2:
         return words[2]  # "how many dogs ...": the plural, made singular by `classes_of`
     return None
+
+
+def place_subject(sample: VqaSample, words: ImageNetWords) -> str | None:
+    """What a location question asks about, the first word after "where is / does ... the" that names ImageNet
+    classes and is no colour ("where does the white dog chase a ball?": dog, though "white" names a person in
+    WordNet; "where is the young boy running?": boy), or None: with
+    `place_teacher`, a location question's hops are pulled toward its subject, not toward its answer."""
+    tokens = tokenize(sample.question)
+    if sample.question_type != "location" or tokens[:1] != ["where"] or tokens[2:3] != ["the"]:
+        return None
+    return next((word for word in tokens[3:3 + SUBJECT_WORDS] if word not in COLORS and words.classes_of(word)), None)
 
 
 class ImageNetWords:
@@ -124,16 +137,26 @@ class HopTeacher(VqaModule):
         temperature: of the teacher's softmax over cells. At 4 the teacher's maps are about as spread as the hops'
             own (2.98 nats of at most ln 49 = 3.89 on 31 Flickr8k-QA training questions; 1.33 at 1): the teacher
             says where, not how sharply (sharper maps were measured to point worse).
+        teacher_size: the size the head reads each training photo at (the module's docstring); None for the
+            encoder's own.
+        place_teacher: give a location question the map of what it asks about (`place_subject`: "where does the
+            dog run?": dog), which it otherwise lacks: the SAN then finds the dog before it reads what is around.
         **kwargs: `VqaModule`'s own options.
     """
 
     def __init__(
-        self, *, teacher_weight: float = 1.0, temperature: float = 4.0, teacher_size: int | None = None, **kwargs
+        self,
+        *,
+        teacher_weight: float = 1.0,
+        temperature: float = 4.0,
+        teacher_size: int | None = None,
+        place_teacher: bool = False,
+        **kwargs,
     ) -> None:
         super().__init__(**kwargs)
         if teacher_weight < 0 or temperature <= 0:
             raise ValueError(f"teacher_weight must be >= 0 and temperature > 0, got {teacher_weight}, {temperature}")
-        self.teacher_weight, self.temperature = teacher_weight, temperature
+        self.teacher_weight, self.temperature, self.place_teacher = teacher_weight, temperature, place_teacher
         encoder = self.encoder
         if not isinstance(encoder, EfficientNetLite) or not encoder.frozen or encoder.output_stride != 32:
             raise ValueError("the ImageNet head reads the frozen stride-32 grid of an EfficientNetLite encoder")
@@ -151,7 +174,7 @@ class HopTeacher(VqaModule):
             samples = self.trainer.datamodule.questions("train")
             classes = torch.zeros(len(samples), 1000, dtype=torch.bool)
             for i, sample in enumerate(samples):
-                word = object_word(sample)
+                word = object_word(sample) or (place_subject(sample, words) if self.place_teacher else None)
                 if word is not None:
                     classes[i, list(words.classes_of(word))] = True
             self._classes = classes

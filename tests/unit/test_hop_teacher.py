@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from data.vqa import VqaSample
-from experiments.hop_teacher import ImageNetWords, activation_maps, object_word
+from experiments.hop_teacher import ImageNetWords, activation_maps, object_word, place_subject
 from tests.helpers import REPO, VQA_CONFIGS, karpathy_file, metrics_of, run_python
 from vqa.caption_questions import main as make_questions
 from vqa.module import VqaModule
@@ -44,6 +44,14 @@ def test_classes_of_a_word_through_wordnet(words):
     person = {names[i].name() for i in words.classes_of("children")}  # no class of their own: persons and clothes
     assert {"scuba_diver.n.01", "jersey.n.03", "sombrero.n.02"} <= person
     assert words.classes_of("grass") == () and words.classes_of("qwzx") == ()
+
+
+def test_place_subject_is_the_first_word_with_classes_after_the(words):
+    assert place_subject(sample("where does the white dog chase a tattered ball?", "grass", "location"), words) == "dog"
+    assert place_subject(sample("where is the young boy running?", "beach", "location"), words) == "boy"
+    assert place_subject(sample("where do the three dogs wrestle?", "snow", "location"), words) == "dogs"
+    assert place_subject(sample("where is the grass?", "field", "location"), words) is None  # no class
+    assert place_subject(sample("what runs through the grass?", "dog", "object"), words) is None
 
 
 def test_activation_maps_by_hand():
