@@ -28,7 +28,7 @@ from core.model.encoder import EfficientNetLite
 from data.boxes import BoxedPhoto, read_boxes
 from data.errors import DatasetFormatError
 from data.images import ImageLoadError, load_image
-from experiments.hop_teacher import ImageNetWords, activation_maps
+from experiments.hop_teacher import ImageNetWords, activation_maps, summed_cells
 from vqa.hop_grounding import class_word
 
 
@@ -48,7 +48,7 @@ def score_photo(
         chosen = torch.zeros(1, 1000, dtype=torch.bool)
         chosen[0, list(classes)] = True
         heat = activation_maps(features, encoder.net._fc, chosen, temperature=1.0)[0].reshape(encoder.grid_shape)
-        heat = torch.nn.functional.avg_pool2d(heat[None, None], pool)[0, 0] * pool**2  # (rows / pool, columns / pool)
+        heat = summed_cells(heat, pool)  # (rows / pool, columns / pool)
         scores.append(score_pair(heat, photo, Mention(position=0, phrase=word, classes=frozenset({name}))))
     return scores
 

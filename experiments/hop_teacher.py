@@ -75,8 +75,8 @@ def object_word(sample: VqaSample) -> str | None:
 def place_subject(sample: VqaSample, words: ImageNetWords) -> str | None:
     """What a location question asks about, the first word after "where is / does ... the" that names ImageNet
     classes and is no colour ("where does the white dog chase a ball?": dog, though "white" names a person in
-    WordNet; "where is the young boy running?": boy), or None: with
-    `place_teacher`, a location question's hops are pulled toward its subject, not toward its answer."""
+    WordNet; "where is the young boy running?": boy), or None. With `place_teacher`, a location question's hops
+    are pulled toward its subject, not toward its answer."""
     tokens = tokenize(sample.question)
     if sample.question_type != "location" or tokens[:1] != ["where"] or tokens[2:3] != ["the"]:
         return None
@@ -126,6 +126,12 @@ def activation_maps(features: Tensor, classifier: torch.nn.Linear, classes: Tens
     weights = torch.softmax(image.masked_fill(~classes, float("-inf")), dim=-1)  # (B, 1000) among its classes
     maps = torch.einsum("blc,bc->bl", cells, weights)  # (B, L)
     return torch.softmax(maps / temperature, dim=-1)
+
+
+def summed_cells(maps: Tensor, pool: int) -> Tensor:
+    """Maps (..., rows, columns) on a grid `pool` times coarser (..., rows / pool, columns / pool), each cell the
+    sum of its pool x pool cells, so a map that sums to 1 still does (a 448-px map on the 224-px grid)."""
+    return torch.nn.functional.avg_pool2d(maps.unsqueeze(-3), pool).squeeze(-3) * pool**2
 
 
 class HopTeacher(VqaModule):
@@ -203,10 +209,10 @@ class HopTeacher(VqaModule):
                     rows = [i for p in chunk for i in asked[p]]
                     owner = torch.tensor([k for k, p in enumerate(chunk) for _ in asked[p]])
                     fine = activation_maps(features[owner], head.net._fc, classes[rows], self.temperature)  # (Q, L')
-                    fine = fine.view(len(rows), 1, *head.grid_shape)  # (Q, 1, rows', columns')
-                    maps[rows] = (torch.nn.functional.avg_pool2d(fine, pool) * pool**2).flatten(1)  # (Q, L)
+                    maps[rows] = summed_cells(fine.view(len(rows), *head.grid_shape), pool).flatten(1)  # (Q, L)
                     if start // TEACHER_BATCH % 50 == 0:
-                        rank_zero_info(f"hop teacher at {self.teacher_size} px: {start + len(chunk)} of {len(photos)} photos")
+                        done = start + len(chunk)
+                        rank_zero_info(f"hop teacher at {self.teacher_size} px: {done} of {len(photos)} photos")
             self._maps = maps
         return self._maps
 

@@ -39,6 +39,8 @@ def read_questions(path: Path) -> list[dict]:
         questions = json.loads(Path(path).read_text())["questions"]
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as error:
         raise ValueError(f"{path}: not a stand-in question file ({error!r})") from error
+    if not isinstance(questions, list):
+        raise ValueError(f"{path}: not a stand-in question file (its \"questions\" is no list)")
     for q in questions:
         if not isinstance(q, dict) or set(q) != {"photo", "type", "question", "accepted"} \
                 or q["type"] not in QUESTION_TYPES or not q["accepted"]:
@@ -77,7 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.show:
         for q, answer in answered:
-            print(f"{q['photo']} | {q['type']} | {q['question']} | {answer}" + ("" if answer in q["accepted"] else " (wrong)"))
+            mark = "" if answer in q["accepted"] else " (wrong)"
+            print(f"{q['photo']} | {q['type']} | {q['question']} | {answer}{mark}")
     print(summary(answered))
     return 0
 

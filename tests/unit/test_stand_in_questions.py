@@ -43,6 +43,9 @@ def test_the_command_asks_the_bundled_model_and_names_bad_input(tmp_path, capsys
     questions.write_text("{not json")
     assert main(["--images", str(tmp_path), "--questions", str(questions)]) == 2
     assert "not a stand-in question file" in capsys.readouterr().err
+    questions.write_text(json.dumps({"questions": 5}))
+    assert main(["--images", str(tmp_path), "--questions", str(questions)]) == 2
+    assert "is no list" in capsys.readouterr().err
     questions.write_text(json.dumps({"questions": [{"photo": "grass.jpg", "type": "size"}]}))
     assert main(["--images", str(tmp_path), "--questions", str(questions)]) == 2
     assert "each question needs" in capsys.readouterr().err
