@@ -121,7 +121,7 @@ SCENE_EXAMPLES = (3, 1, 6)  # indices of ShapesWorld test scenes (seed 0)
 # only when the app has that checkpoint loaded (under any name). A model's first question here is the one the app
 # suggests to a user of it who asks nothing.
 QUESTION_EXAMPLES = (
-    ("chelsea", FLICKR8K_QA_SAN, "what is the color of the eyes?"),  # green
+    ("camera", FLICKR8K_QA_SAN, "what is the man holding?"),  # a camera
     ("astronaut", FLICKR8K_QA_SAN, "what is the color of the flag?"),  # red
     ("coffee", DAQUAR_SAN, "what is on the table?"),
     ("scene_3", SHAPES_SAN, "what colour is the circle?"),

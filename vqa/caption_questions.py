@@ -54,7 +54,8 @@ def parser() -> ArgumentParser:
     parser.add_argument("out", type=Path, help="the folder to write the question set into")
     parser.add_argument("--image-dir", default="images", help="the photos' folder, relative to the caption file's")
     parser.add_argument("--cap-share", type=float, default=CAP_SHARE,
-                        help="the largest share of its type's questions one answer keeps in a split")
+                        help="U of COCO-QA's thinning, as a share of its type's questions in a split: an answer's "
+                             "questions beyond U are kept less and less often (1: none thinned)")
     return parser
 
 

@@ -5,6 +5,7 @@ the one-line errors for bad input."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -110,12 +111,29 @@ def test_a_question_two_captions_of_a_photo_answer_differently_is_dropped(reader
     assert {q.photo for q in questions} == {7}
 
 
-def test_thinning_keeps_at_most_the_cap_per_answer_whatever_the_order():
-    questions = [PhotoQuestion(p, f"q{p}", "dog" if p < 6 else "cat", "object", "") for p in range(8)]
+def test_thinning_keeps_the_first_answers_then_fewer_and_fewer_whatever_the_order():
+    """Up to U + 1 questions of an answer are always kept (enrolment probability 1 while count <= U); an answer with
+    few questions loses none; the kept ones do not depend on the input order, whose order they keep."""
+    questions = [PhotoQuestion(p, f"q{p}", "dog" if p < 40 else "cat", "object", "") for p in range(44)]
     kept = thin_common_answers(questions, cap={"object": 3})
-    assert sum(q.answer == "dog" for q in kept) == 3 and sum(q.answer == "cat" for q in kept) == 2
+    assert sum(q.answer == "cat" for q in kept) == 4  # 4 = U + 1: all kept
+    assert 4 <= sum(q.answer == "dog" for q in kept) < 40
     assert set(thin_common_answers(questions[::-1], cap={"object": 3})) == set(kept)
     assert kept == [q for q in questions if q in kept]  # the input order
+
+
+def test_thinning_keeps_about_the_expected_count_of_coco_qas_rule():
+    """With enrolment probability exp(-(c - U) / 2U) once c > U questions are kept, the count grows as
+    dc/dn = exp(-(c - U) / 2U), so n questions keep about U + 2U ln(1 + (n - U) / 2U): 20 + 40 ln(1 + 1980 / 40) =
+    176.9 of 2000 at U = 20. The draws are hashes, so the count is near that, not equal; order is kept between
+    answers of different frequency."""
+    common = [PhotoQuestion(p, f"how many {p}?", "two", "number", "") for p in range(2000)]
+    rarer = [PhotoQuestion(p, f"how many {p}?", "three", "number", "") for p in range(2000, 2400)]
+    kept = thin_common_answers(common + rarer, cap={"number": 20})
+    two, three = sum(q.answer == "two" for q in kept), sum(q.answer == "three" for q in kept)
+    assert 150 <= two <= 205
+    assert 20 + 40 * math.log(1 + 380 / 40) == pytest.approx(114.1, abs=0.1) and 90 <= three <= 140
+    assert two > three
 
 
 # -- the command on a tiny caption file (tests.helpers.TINY_CAPTIONS) ----------------------------------------------
