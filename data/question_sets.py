@@ -66,8 +66,8 @@ def thin_common_answers(
     kept = set()
     for (kind, _), group in groups.items():
         bound, count = cap[kind], 0
-        for q in sorted(group, key=digest):
-            draw = int(digest(q)[-13:], 16) / 16**13  # uniform in [0, 1), apart from the order's leading digits
+        for key, q in sorted(((digest(q), q) for q in group), key=lambda pair: pair[0]):
+            draw = int(key[-13:], 16) / 16**13  # uniform in [0, 1), apart from the order's leading digits
             if count < bound or draw < math.exp(-(count - bound) / (2 * bound)):
                 kept.add(id(q))
                 count += 1
