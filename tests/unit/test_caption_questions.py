@@ -168,6 +168,14 @@ def test_a_file_that_is_not_in_karpathy_layout_is_refused_in_one_line(tmp_path, 
     assert not (tmp_path / "qa").exists()
 
 
+def test_a_missing_caption_file_is_refused_in_one_line_naming_this_commands_argument(tmp_path, capsys):
+    assert main([str(tmp_path / "nothing.json"), str(tmp_path / "qa")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and f"caption file not found: {tmp_path / 'nothing.json'}" in error
+    assert "--data." not in error  # the training CLI's option is not this command's
+    assert not (tmp_path / "qa").exists()
+
+
 def test_a_split_without_questions_is_refused_in_one_line(tmp_path, capsys):
     photos = {k: v for k, v in CAPTIONS.items() if v[0] != "test"} | {3: ("test", ["a group of people"])}
     assert main([str(karpathy_file(tmp_path, photos)), str(tmp_path / "qa")]) == 2
