@@ -193,9 +193,13 @@ def karpathy_photos(captions: Path, *, image_dir: str = "images") -> list[Captio
     integer id, split, file and tokenised captions.
 
     Raises:
+        FileNotFoundError: no such file.
         DatasetFormatError: the file is not in the Karpathy layout, or a photo's id is not an integer.
     """
     captions = Path(captions)
+    if not captions.is_file():  # said here: KarpathyCaptions' own message names the training CLI's option
+        raise FileNotFoundError(f"caption file not found: {captions}; pass a Karpathy split file, such as "
+                                "flickr8k/dataset_flickr8k.json")
     dataset = KarpathyCaptions(root=captions.parent, annotations=captions.name, image_dir=image_dir)
     photos = []
     for split in SPLITS:

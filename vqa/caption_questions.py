@@ -64,10 +64,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = arguments.parse_args(argv)
     if not 0 < args.cap_share <= 1:
         arguments.error(f"--cap-share is a share in (0, 1], got {args.cap_share}")
-    if not args.captions.is_file():
-        print(f"error: caption file not found: {args.captions}; pass a Karpathy split file, such as "
-              "flickr8k/dataset_flickr8k.json", file=sys.stderr)
-        return 2
     try:
         photos = karpathy_photos(args.captions, image_dir=args.image_dir)
         ensure_wordnet()
